@@ -1,0 +1,60 @@
+package keyfmt_test
+
+import (
+	"fmt"
+
+	"github.com/namedlock/mysql/keyfmt"
+)
+
+func ExamplePortable() {
+	// Portable names come back unchanged.
+	fmt.Println(keyfmt.Portable("product:42"))
+	// Anything else is mapped to a readable prefix, '#', and a hash of the
+	// original bytes, so names that MySQL would fold together stay apart.
+	fmt.Println(keyfmt.Portable("Product:42"))
+	fmt.Println(keyfmt.Portable("café 🔒"))
+	// Output:
+	// product:42
+	// product:42#4kbjxyi65uadq45vjbmj
+	// caf_______#4pp6an2mtcxxo7cpgopq
+}
+
+func ExampleIsPortable() {
+	fmt.Println(keyfmt.IsPortable("jobs/nightly-report"))
+	fmt.Println(keyfmt.IsPortable("Jobs"))
+	fmt.Println(keyfmt.IsPortable(""))
+	// Output:
+	// true
+	// false
+	// false
+}
+
+func ExampleKey() {
+	fmt.Println(keyfmt.Key("product", 42))
+	fmt.Println(keyfmt.Key("tenant/7/invoice", "2024-03"))
+	fmt.Println(keyfmt.Key("Product", 42))
+	// Output:
+	// product:42
+	// tenant/7/invoice:2024-03
+	// product:42#4kbjxyi65uadq45vjbmj
+}
+
+func ExamplePortable_empty() {
+	// Portable never fails, not even on an empty name; reject empty keys
+	// before calling it if they are an error for you.
+	key := ""
+	if key == "" {
+		fmt.Println("empty key rejected")
+	}
+	fmt.Println(keyfmt.Portable(key))
+	// Output:
+	// empty key rejected
+	// #4oymiquy7qobjgx36tej
+}
+
+func ExampleMaxLen() {
+	name := keyfmt.Portable("orders/" + string(make([]byte, 200)))
+	fmt.Println(len(name) <= keyfmt.MaxLen)
+	// Output:
+	// true
+}

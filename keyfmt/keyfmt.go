@@ -1,0 +1,158 @@
+package keyfmt
+
+import (
+	"crypto/sha256"
+	"encoding/base32"
+	"fmt"
+	"strconv"
+)
+
+// MaxLen is the length in bytes of the longest name that [Portable] and
+// [Key] return. Every name they return is ASCII, so MaxLen is also its
+// length in characters, which is MySQL 8's limit for lock names.
+const MaxLen = 64
+
+const (
+	// sep separates the readable prefix of a mapped name from its hash. It is
+	// not in the portable alphabet, so mapped names never look portable.
+	sep = '#'
+	// hashLen is the number of base32 characters of the hash: 100 bits.
+	hashLen = 20
+	// maxPrefix is the longest readable prefix of a mapped name.
+	maxPrefix = MaxLen - 1 - hashLen
+)
+
+// b32 is lowercase base32 (RFC 4648 alphabet, lowercased) without padding.
+var b32 = base32.NewEncoding("abcdefghijklmnopqrstuvwxyz234567").WithPadding(base32.NoPadding)
+
+// allowed reports whether c is in the portable alphabet a-z 0-9 - _ . : /.
+func allowed(c byte) bool {
+	switch {
+	case 'a' <= c && c <= 'z', '0' <= c && c <= '9':
+		return true
+	case c == '-', c == '_', c == '.', c == ':', c == '/':
+		return true
+	}
+	return false
+}
+
+// IsPortable reports whether name is usable unchanged as a lock name on every
+// supported server: it is 1 to [MaxLen] bytes long and each byte is one of
+// a-z, 0-9, '-', '_', '.', ':' or '/'.
+func IsPortable(name string) bool {
+	return isPortable(name)
+}
+
+func isPortable[T ~string | ~[]byte](name T) bool {
+	if len(name) == 0 || len(name) > MaxLen {
+		return false
+	}
+	for i := 0; i < len(name); i++ {
+		if !allowed(name[i]) {
+			return false
+		}
+	}
+	return true
+}
+
+// Portable returns a lock name for name that every supported server treats
+// the same way.
+//
+// If [IsPortable](name) is true, Portable returns name itself and allocates
+// nothing. Otherwise it returns name mapped to "prefix#hash": prefix is name
+// with A-Z lowercased and every other byte outside the portable alphabet
+// replaced by '_', cut to fit, and hash is the first 20 characters of the
+// lowercase unpadded base32 encoding of SHA-256(name). The result is
+// deterministic, at most [MaxLen] bytes, ASCII and lowercase. Because mapped
+// names contain '#' and unchanged names cannot, distinct inputs give distinct
+// outputs (barring a collision in the 100-bit hash).
+//
+// A mapped result is not itself portable: Portable(Portable(s)) differs from
+// Portable(s) when s is not portable. Apply Portable once, to the original
+// key. Portable("") returns a mapped name; callers that must reject empty
+// keys should do so before calling it.
+func Portable(name string) string {
+	if isPortable(name) {
+		return name
+	}
+	// Copy into a stack buffer: unlike []byte(name), this does not allocate
+	// for names up to len(buf) bytes.
+	var buf [128]byte
+	return mapped(append(buf[:0], name...))
+}
+
+// mapped returns the "prefix#hash" form of name. It does not retain name.
+func mapped(name []byte) string {
+	sum := sha256.Sum256(name)
+	var enc [52]byte // b32.EncodedLen(sha256.Size)
+	b32.Encode(enc[:], sum[:])
+
+	var out [MaxLen]byte
+	n := min(len(name), maxPrefix)
+	for i := 0; i < n; i++ {
+		c := name[i]
+		switch {
+		case 'A' <= c && c <= 'Z':
+			c += 'a' - 'A'
+		case !allowed(c):
+			c = '_'
+		}
+		out[i] = c
+	}
+	out[n] = sep
+	n++
+	n += copy(out[n:], enc[:hashLen])
+	return string(out[:n])
+}
+
+// Key returns the portable lock name for prefix and id: Portable(prefix + ":"
+// + s), where s is id formatted as follows. A string is used as is, a []byte
+// as its contents, any int or uint kind (including uintptr) in decimal, a
+// [fmt.Stringer] by calling its String method (directly: unlike fmt, Key
+// does not recover from a String method that panics on a nil receiver), and
+// anything else with [fmt.Sprint].
+//
+// Key("product", 42) returns "product:42". Key("Product", 42) returns a
+// mapped name, because "Product:42" is not portable. For string, []byte and
+// integer ids whose combined name is short, Key allocates only its result.
+func Key(prefix string, id any) string {
+	var buf [128]byte
+	b := append(buf[:0], prefix...)
+	b = append(b, ':')
+	switch v := id.(type) {
+	case string:
+		b = append(b, v...)
+	case []byte:
+		b = append(b, v...)
+	case int:
+		b = strconv.AppendInt(b, int64(v), 10)
+	case int8:
+		b = strconv.AppendInt(b, int64(v), 10)
+	case int16:
+		b = strconv.AppendInt(b, int64(v), 10)
+	case int32:
+		b = strconv.AppendInt(b, int64(v), 10)
+	case int64:
+		b = strconv.AppendInt(b, v, 10)
+	case uint:
+		b = strconv.AppendUint(b, uint64(v), 10)
+	case uint8:
+		b = strconv.AppendUint(b, uint64(v), 10)
+	case uint16:
+		b = strconv.AppendUint(b, uint64(v), 10)
+	case uint32:
+		b = strconv.AppendUint(b, uint64(v), 10)
+	case uint64:
+		b = strconv.AppendUint(b, v, 10)
+	case uintptr:
+		b = strconv.AppendUint(b, uint64(v), 10)
+	case fmt.Stringer:
+		b = append(b, v.String()...)
+	default:
+		b = append(b, fmt.Sprint(v)...)
+	}
+	if isPortable(b) {
+		return string(b)
+	}
+	return mapped(b)
+}

@@ -1,0 +1,342 @@
+package keyfmt
+
+import (
+	"crypto/sha256"
+	"encoding/base32"
+	"strings"
+	"testing"
+	"time"
+	"unicode/utf8"
+)
+
+// checkMapped fails t unless out is a well-formed mapped name for in.
+func checkMapped(t testing.TB, in, out string) {
+	t.Helper()
+	if len(out) > MaxLen {
+		t.Fatalf("Portable(%q) = %q: %d bytes, want <= %d", in, out, len(out), MaxLen)
+	}
+	i := strings.IndexByte(out, sep)
+	if i < 0 || strings.Count(out, "#") != 1 {
+		t.Fatalf("Portable(%q) = %q: want exactly one %q", in, out, sep)
+	}
+	prefix, hash := out[:i], out[i+1:]
+	if prefix != "" && !IsPortable(prefix) {
+		t.Errorf("Portable(%q) = %q: prefix %q is not portable", in, out, prefix)
+	}
+	if want := min(len(in), maxPrefix); len(prefix) != want {
+		t.Errorf("Portable(%q) = %q: prefix has %d bytes, want %d", in, out, len(prefix), want)
+	}
+	if want := refHash(in); hash != want {
+		t.Errorf("Portable(%q) = %q: hash %q, want %q", in, out, hash, want)
+	}
+	if IsPortable(out) {
+		t.Errorf("Portable(%q) = %q: a mapped name must not be portable", in, out)
+	}
+}
+
+// refHash is an independent, allocating implementation of the hash part.
+func refHash(s string) string {
+	sum := sha256.Sum256([]byte(s))
+	return strings.ToLower(base32.StdEncoding.EncodeToString(sum[:]))[:hashLen]
+}
+
+func TestIsPortable(t *testing.T) {
+	tests := []struct {
+		name string
+		want bool
+	}{
+		{"a", true},
+		{"product:42", true},
+		{"jobs/nightly-report_v2.1", true},
+		{"-_.:/", true},
+		{"0123456789", true},
+		{strings.Repeat("x", MaxLen), true},
+		{"", false},
+		{strings.Repeat("x", MaxLen+1), false},
+		{"A", false},
+		{"product:42 ", false},
+		{"a#b", false},
+		{"a\x00b", false},
+		{"café", false},
+		{"lock🔒", false},
+		{"a'b", false},
+		{"a\\b", false},
+		{"a\nb", false},
+		{"a%b", false},
+		{"\xff", false},
+	}
+	for _, tt := range tests {
+		if got := IsPortable(tt.name); got != tt.want {
+			t.Errorf("IsPortable(%q) = %v, want %v", tt.name, got, tt.want)
+		}
+	}
+	// Every byte value: only the 41 alphabet bytes are portable alone.
+	n := 0
+	for c := 0; c < 256; c++ {
+		if IsPortable(string([]byte{byte(c)})) {
+			n++
+		}
+	}
+	if n != 26+10+5 {
+		t.Errorf("%d single-byte names are portable, want 41", n)
+	}
+}
+
+func TestPortableUnchanged(t *testing.T) {
+	for _, name := range []string{
+		"a",
+		"product:42",
+		"tenant/7/invoice-2024.03_final",
+		strings.Repeat("z", MaxLen),
+		strings.Repeat("0", MaxLen),
+	} {
+		if got := Portable(name); got != name {
+			t.Errorf("Portable(%q) = %q, want it unchanged", name, got)
+		}
+	}
+}
+
+func TestPortableMapped(t *testing.T) {
+	tests := []struct {
+		desc string
+		in   string
+		want string // exact expected output; "" to check only the shape
+	}{
+		{"upper case", "Product:42", "product:42#4kbjxyi65uadq45vjbmj"},
+		{"empty", "", "#4oymiquy7qobjgx36tej"},
+		{"sql metacharacters", "'; DROP TABLE x; --", "___drop_table_x__--#vesmh73cdyk7lnqfvfhh"},
+		{"2- and 4-byte utf-8", "café 🔒", "caf_______#4pp6an2mtcxxo7cpgopq"},
+		{"emoji only", "🔒🔑", ""},
+		{"nul byte", "a\x00b", ""},
+		{"only nul", "\x00", ""},
+		{"invalid utf-8", "\xff\xfe", ""},
+		{"space", "my lock", ""},
+		{"trailing space", "job ", ""},
+		{"hash sign", "a#b", ""},
+		{"looks mapped", "product:42#4kbjxyi65uadq45vjbmj", ""},
+		{"65 bytes", strings.Repeat("x", MaxLen+1), ""},
+		{"1000 bytes", strings.Repeat("ab", 500), ""},
+		{"long upper", strings.Repeat("AB", 100), ""},
+		{"long unicode", strings.Repeat("ü", 100), ""},
+		{"backslash quote", `a\'b"c`, ""},
+		{"percent underscore", "100%_done", ""},
+		{"newline tab", "a\nb\tc", ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.desc, func(t *testing.T) {
+			got := Portable(tt.in)
+			checkMapped(t, tt.in, got)
+			if tt.want != "" && got != tt.want {
+				t.Errorf("Portable(%q) = %q, want %q", tt.in, got, tt.want)
+			}
+			if !isASCIILower(got) {
+				t.Errorf("Portable(%q) = %q: not lowercase ASCII", tt.in, got)
+			}
+			if !utf8.ValidString(got) {
+				t.Errorf("Portable(%q) = %q: not valid UTF-8", tt.in, got)
+			}
+			if again := Portable(tt.in); again != got {
+				t.Errorf("Portable(%q) not deterministic: %q then %q", tt.in, got, again)
+			}
+		})
+	}
+}
+
+func TestPortableReadablePrefix(t *testing.T) {
+	got := Portable("Orders/EU:Invoice 7")
+	if want := "orders/eu:invoice_7#"; !strings.HasPrefix(got, want) {
+		t.Errorf("got %q, want prefix %q", got, want)
+	}
+	long := strings.Repeat("a", 100)
+	got = Portable(long)
+	if want := strings.Repeat("a", maxPrefix) + "#"; !strings.HasPrefix(got, want) || len(got) != MaxLen {
+		t.Errorf("Portable(100×a) = %q (%d bytes), want prefix %q and %d bytes", got, len(got), want, MaxLen)
+	}
+}
+
+func TestPortableDistinct(t *testing.T) {
+	pairs := [][2]string{
+		{"A", "a"},           // MySQL would fold these together
+		{"Job", "job"},       // likewise
+		{"job ", "job"},      // trailing space
+		{"a_b", "a b"},       // same readable prefix
+		{"a\x00", "a_"},      // NUL maps to '_'
+		{"é", "__"},          // 2-byte char maps to "__"
+		{"", "#"},            // both mapped
+		{"a#b", "a_b"},       // '#' is not portable
+		{Portable("X"), "x"}, // mapped output vs its own prefix
+		{strings.Repeat("k", 100) + "1", strings.Repeat("k", 100) + "2"}, // differ only in the tail
+		{strings.Repeat("k", 65), strings.Repeat("k", 66)},               // differ only in length
+		{strings.Repeat("k", MaxLen), strings.Repeat("k", MaxLen+1)},     // portable vs mapped
+	}
+	for _, p := range pairs {
+		a, b := Portable(p[0]), Portable(p[1])
+		if a == b {
+			t.Errorf("Portable(%q) == Portable(%q) == %q", p[0], p[1], a)
+		}
+	}
+}
+
+// TestPortableNotIdempotent documents that a mapped name is mapped again.
+func TestPortableNotIdempotent(t *testing.T) {
+	once := Portable("Upper")
+	twice := Portable(once)
+	if twice == once {
+		t.Fatalf("Portable(%q) = %q, expected it to be mapped again", once, twice)
+	}
+	checkMapped(t, once, twice)
+	// For portable names, Portable is idempotent.
+	if p := Portable("lower"); Portable(p) != p {
+		t.Errorf("Portable not idempotent on a portable name")
+	}
+}
+
+type stringer struct{ s string }
+
+func (s stringer) String() string { return s.s }
+
+type myInt int // no String method: formatted by fmt.Sprint
+
+type point struct{ X, Y int }
+
+func TestKey(t *testing.T) {
+	tests := []struct {
+		prefix string
+		id     any
+		want   string
+	}{
+		{"product", 42, "product:42"},
+		{"product", -42, "product:-42"},
+		{"product", "abc", "product:abc"},
+		{"product", []byte("abc"), "product:abc"},
+		{"product", []byte(nil), "product:"},
+		{"product", "", "product:"},
+		{"n", int8(-128), "n:-128"},
+		{"n", int16(-32768), "n:-32768"},
+		{"n", int32(-2147483648), "n:-2147483648"},
+		{"n", int64(-9223372036854775808), "n:-9223372036854775808"},
+		{"n", uint(7), "n:7"},
+		{"n", uint8(255), "n:255"},
+		{"n", uint16(65535), "n:65535"},
+		{"n", uint32(4294967295), "n:4294967295"},
+		{"n", uint64(18446744073709551615), "n:18446744073709551615"},
+		{"n", uintptr(9), "n:9"},
+		{"n", myInt(5), "n:5"},
+		{"s", stringer{"tenant/7"}, "s:tenant/7"},
+		{"month", time.March, Portable("month:March")},
+		{"s", stringer{"Upper"}, Portable("s:Upper")},
+		{"Product", 42, Portable("Product:42")},
+		{"p", point{1, 2}, Portable("p:{1 2}")},
+		{"p", nil, Portable("p:<nil>")},
+		{"p", 1.5, "p:1.5"},
+		{"p", true, "p:true"},
+		{"", 1, ":1"},
+		{strings.Repeat("x", 70), 1, Portable(strings.Repeat("x", 70) + ":1")},
+		{"x", strings.Repeat("y", 200), Portable("x:" + strings.Repeat("y", 200))},
+	}
+	for _, tt := range tests {
+		if got := Key(tt.prefix, tt.id); got != tt.want {
+			t.Errorf("Key(%q, %#v) = %q, want %q", tt.prefix, tt.id, got, tt.want)
+		}
+	}
+	if got := Key("Product", 42); !strings.Contains(got, "#") {
+		t.Errorf("Key(%q, 42) = %q, want a mapped name", "Product", got)
+	}
+}
+
+func TestAllocs(t *testing.T) {
+	long := strings.Repeat("Ab", 200)
+	// Box the ids up front: converting a []byte or a large integer to any
+	// allocates in the caller, not in Key.
+	var bytesID, bigID any = []byte("abc"), 1 << 40
+	tests := []struct {
+		desc string
+		max  float64
+		f    func()
+	}{
+		{"Portable portable", 0, func() { _ = Portable("tenant/7/invoice:42") }},
+		{"Portable mapped", 1, func() { _ = Portable("Tenant/7/Invoice:42") }},
+		{"Portable mapped 100 bytes", 1, func() { _ = Portable(long[:100]) }},
+		{"Key int", 1, func() { _ = Key("product", 42) }},
+		{"Key int64 mapped", 1, func() { _ = Key("Product", int64(42)) }},
+		{"Key string", 1, func() { _ = Key("product", "abc") }},
+		{"Key []byte", 1, func() { _ = Key("product", bytesID) }},
+		{"Key big int", 1, func() { _ = Key("product", bigID) }},
+	}
+	for _, tt := range tests {
+		if got := testing.AllocsPerRun(100, tt.f); got > tt.max {
+			t.Errorf("%s: %v allocs, want <= %v", tt.desc, got, tt.max)
+		}
+	}
+}
+
+func isASCIILower(s string) bool {
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if c >= utf8.RuneSelf || ('A' <= c && c <= 'Z') {
+			return false
+		}
+	}
+	return true
+}
+
+// FuzzPortable checks, for any pair of inputs, that Portable is
+// deterministic, returns short lowercase ASCII names of the documented shape,
+// and is injective: Portable(a) == Portable(b) exactly when a == b.
+//
+// Portable is not idempotent on mapped names (they contain '#', which is not
+// portable, so they are mapped again); the target checks only that
+// re-mapping is itself deterministic and well-formed.
+func FuzzPortable(f *testing.F) {
+	seeds := [][2]string{
+		{"", ""},
+		{"a", "A"},
+		{"product:42", "Product:42"},
+		{"job", "job "},
+		{"a_b", "a b"},
+		{"a\x00b", "a_b"},
+		{"café", "cafe"},
+		{"🔒", "____"},
+		{"'; DROP TABLE x; --", "___drop_table_x__--"},
+		{strings.Repeat("x", MaxLen), strings.Repeat("x", MaxLen+1)},
+		{strings.Repeat("k", 100) + "1", strings.Repeat("k", 100) + "2"},
+		{"product:42#4kbjxyi65uadq45vjbmj", "Product:42"},
+	}
+	for _, s := range seeds {
+		f.Add(s[0], s[1])
+	}
+	f.Fuzz(func(t *testing.T, a, b string) {
+		pa, pb := Portable(a), Portable(b)
+		if again := Portable(a); again != pa {
+			t.Fatalf("Portable(%q) not deterministic: %q then %q", a, pa, again)
+		}
+		for _, c := range [][2]string{{a, pa}, {b, pb}} {
+			in, out := c[0], c[1]
+			if len(out) == 0 || len(out) > MaxLen {
+				t.Fatalf("Portable(%q) = %q: length %d", in, out, len(out))
+			}
+			if !isASCIILower(out) {
+				t.Fatalf("Portable(%q) = %q: not lowercase ASCII", in, out)
+			}
+			if IsPortable(in) {
+				if out != in {
+					t.Fatalf("Portable(%q) = %q: portable input changed", in, out)
+				}
+			} else {
+				checkMapped(t, in, out)
+			}
+			// Re-mapping: unchanged for portable outputs, else mapped again.
+			re := Portable(out)
+			if (re == out) != IsPortable(out) || re != Portable(out) {
+				t.Fatalf("Portable(Portable(%q)) = %q, from %q", in, re, out)
+			}
+		}
+		if (a == b) != (pa == pb) {
+			t.Fatalf("a == b is %v but Portable(%q) = %q, Portable(%q) = %q", a == b, a, pa, b, pb)
+		}
+		// Key must agree with Portable on the concatenation.
+		if k, want := Key(a, b), Portable(a+":"+b); k != want {
+			t.Fatalf("Key(%q, %q) = %q, want %q", a, b, k, want)
+		}
+	})
+}
