@@ -7,6 +7,8 @@ package tools
 import (
 	_ "github.com/Shopify/toxiproxy/v2"
 	_ "github.com/dolthub/go-mysql-server"
+	_ "github.com/dolthub/go-mysql-server/memory"
+	_ "github.com/dolthub/go-mysql-server/server"
 	_ "github.com/go-co-op/gocron/v2"
 	_ "github.com/go-sql-driver/mysql"
 	_ "github.com/jmoiron/sqlx"
