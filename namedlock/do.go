@@ -1,0 +1,125 @@
+package namedlock
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+
+	"github.com/namedlock/mysql/keyfmt"
+)
+
+// Do acquires the lock named by key (waiting as [Locker.Acquire] does), runs
+// fn, and releases the lock — also when fn returns an error or panics (the
+// panic continues after the release).
+//
+// fn's ctx is derived from ctx and is cancelled, with [context.Cause] an
+// error matching [ErrLockLost], if the lock is lost while fn runs; Do then
+// returns an error matching ErrLockLost, joined with fn's own error. fn
+// should stop its work, and not commit anything, once its ctx is done.
+func (l *Locker) Do(ctx context.Context, key string, fn func(ctx context.Context) error) error {
+	k, err := l.Acquire(ctx, key)
+	if err != nil {
+		return err
+	}
+	return l.run(ctx, []*Lock{k}, fn)
+}
+
+// TryDo is [Locker.Do] that does not wait for a holder: when key is held it
+// returns an error matching [ErrNotAcquired] without running fn.
+func (l *Locker) TryDo(ctx context.Context, key string, fn func(ctx context.Context) error) error {
+	k, err := l.TryAcquire(ctx, key)
+	if err != nil {
+		return err
+	}
+	return l.run(ctx, []*Lock{k}, fn)
+}
+
+// DoMulti is [Locker.Do] over several keys at once. The keys are taken one
+// by one in one canonical order (sorted by server name, duplicates removed),
+// so two callers of DoMulti can never deadlock against each other, and every
+// key taken is given back if a later one cannot be. fn's ctx is cancelled if
+// any of the locks is lost.
+func (l *Locker) DoMulti(ctx context.Context, keys []string, fn func(ctx context.Context) error) error {
+	ordered, err := canonicalKeys(keys)
+	if err != nil {
+		return err
+	}
+	locks := make([]*Lock, 0, len(ordered))
+	for _, key := range ordered {
+		k, err := l.Acquire(ctx, key)
+		if err != nil {
+			rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), l.cfg.releaseTimeout)
+			defer cancel()
+			return errors.Join(err, releaseAll(rctx, locks))
+		}
+		locks = append(locks, k)
+	}
+	return l.run(ctx, locks, fn)
+}
+
+// canonicalKeys orders keys by their server names and drops duplicates.
+func canonicalKeys(keys []string) ([]string, error) {
+	if len(keys) == 0 {
+		return nil, fmt.Errorf("%w: no keys", ErrInvalidKey)
+	}
+	type named struct{ key, name string }
+	ns := make([]named, 0, len(keys))
+	for _, key := range keys {
+		if key == "" {
+			return nil, fmt.Errorf("%w: empty key", ErrInvalidKey)
+		}
+		ns = append(ns, named{key, keyfmt.Portable(key)})
+	}
+	slices.SortFunc(ns, func(a, b named) int { return cmp.Compare(a.name, b.name) })
+	ns = slices.CompactFunc(ns, func(a, b named) bool { return a.name == b.name })
+	out := make([]string, len(ns))
+	for i, n := range ns {
+		out[i] = n.key
+	}
+	return out, nil
+}
+
+// releaseAll releases locks in reverse order of acquisition.
+func releaseAll(ctx context.Context, locks []*Lock) error {
+	var errs []error
+	for i := len(locks) - 1; i >= 0; i-- {
+		if err := locks[i].Release(ctx); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// run runs fn under the held locks and releases them, even on panic.
+func (l *Locker) run(ctx context.Context, locks []*Lock, fn func(ctx context.Context) error) error {
+	fctx, cancel := context.WithCancelCause(ctx)
+	l.mu.Lock()
+	for _, k := range locks {
+		if k.state != stateHeld {
+			cancel(k.err)
+		}
+		k.cancel = cancel
+	}
+	l.mu.Unlock()
+	finished := false
+	defer func() {
+		if !finished { // fn panicked or called runtime.Goexit
+			rctx, rcancel := context.WithTimeout(context.WithoutCancel(ctx), l.cfg.releaseTimeout)
+			_ = releaseAll(rctx, locks)
+			rcancel()
+			cancel(context.Canceled)
+		}
+	}()
+	ferr := fn(fctx)
+	finished = true
+	rctx, rcancel := context.WithTimeout(context.WithoutCancel(ctx), l.cfg.releaseTimeout)
+	rerr := releaseAll(rctx, locks)
+	rcancel()
+	cancel(context.Canceled)
+	if rerr == nil {
+		return ferr
+	}
+	return errors.Join(rerr, ferr)
+}

@@ -1,0 +1,69 @@
+// Package namedlock provides distributed mutual exclusion on MySQL and
+// MariaDB named locks (GET_LOCK / RELEASE_LOCK).
+//
+// Several instances of a service that share one database use a [Locker] to
+// make sure a critical section on one entity runs in one place at a time:
+//
+//	db, err := pool.Open(dsn)              // the dedicated lock pool
+//	locker := namedlock.New(db)
+//	defer locker.Close()
+//	err = locker.Do(ctx, keyfmt.Key("product", 42), func(ctx context.Context) error {
+//		return decrementStock(ctx, 42)     // on the application's primary pool
+//	})
+//
+// # How a lock is held
+//
+// Each held lock pins one connection of the lock pool; GET_LOCK and
+// RELEASE_LOCK run on that connection only, and the lock is that session's.
+// Losing the connection loses the lock, and the holder is told:
+// [Lock.Done] closes, [Lock.Err] returns [ErrLockLost], and Do cancels fn's
+// context with that cause. While a lock is held, its connection proves every
+// keep-alive interval ([WithKeepAlive], default 2 s) that it still owns the
+// lock (IS_USED_LOCK(name) = CONNECTION_ID()); a check that fails, answers
+// anything but 1, or does not answer within the check timeout
+// ([WithCheckTimeout], default 3 s) is a loss. A slow answer within the
+// timeout is not.
+//
+// Lock connections get a session wait_timeout equal to the lease
+// ([WithLease], default 30 s): when a holder's host vanishes without closing
+// its sockets, the server frees its locks within the lease instead of the
+// default 8 hours. The keep-alive keeps a live holder's session from idling
+// that long, and keep-alive + check timeout < lease (validated) means a
+// holder cut off from the server is told before the server can grant its
+// lock to anyone else.
+//
+// # Waiting
+//
+// Goroutines of one Locker waiting for the same key queue in the process;
+// only the first of them waits at the server. When a holder releases while
+// others of its process wait, the server lock is handed to the next of them
+// without a round trip, at most [DefaultMaxHandoffs] times in a row and for
+// at most [DefaultMaxHandoffTime] ([WithHandoff]); then it goes back to the
+// server so other instances get their turn.
+//
+// A wait that ends because ctx ended returns an error matching both
+// [ErrNotAcquired] and ctx.Err(). The driver only closes its socket on
+// cancellation and the server would keep the session waiting (and could even
+// grant it the lock), so the Locker also kills that session (KILL
+// CONNECTION) from a control connection outside the lock pool, and discards
+// the connection. Sub-second deadlines work on MySQL too, where GET_LOCK's
+// timeout is whole seconds: the last partial second is cut by ctx.
+//
+// # Releasing
+//
+// RELEASE_LOCK must answer 1. Any other answer, an error or a timeout
+// discards the connection, so a connection that may still hold a lock never
+// goes back to the pool; the server frees the lock when the session ends.
+// Release is idempotent: a second call returns [ErrNotHeld].
+//
+// # What a lock is not
+//
+// A lock is not a fencing token. A process that pauses (GC, swap, a stopped
+// VM) after its last check may act after its lock is gone and granted
+// elsewhere; detection is bounded, not instantaneous. Named locks live in
+// one server's memory: they are not replicated, are lost on failover, and
+// are node-local on Galera (pool.Open refuses wsrep_on=ON). Lock names are
+// mapped by [keyfmt.Portable] so that a key means the same lock on MySQL 8
+// (case-insensitive, 64 characters), MariaDB (case-sensitive, 192 bytes) and
+// the embedded go-mysql-server.
+package namedlock

@@ -1,0 +1,69 @@
+package namedlock
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/go-sql-driver/mysql"
+)
+
+// Sentinel errors. Match them with [errors.Is]; errors returned by this
+// package wrap them and keep the underlying cause (a context error, a server
+// error) joined in.
+var (
+	// ErrNotAcquired: the lock was not acquired, because another session
+	// holds it (TryAcquire, a server timeout) or because ctx ended first (the
+	// error then also matches ctx.Err()).
+	ErrNotAcquired = errors.New("namedlock: lock not acquired")
+	// ErrLockLost: the lock was held and is no longer: its session ended
+	// (KILL, server restart, network failure, wait_timeout) or its ownership
+	// check failed or did not answer in time. Another instance may hold it.
+	ErrLockLost = errors.New("namedlock: lock lost")
+	// ErrInvalidKey: the key is empty. Any other string is accepted.
+	ErrInvalidKey = errors.New("namedlock: invalid key")
+	// ErrClosed: the Locker was closed. Locks held at Close were released by it.
+	ErrClosed = errors.New("namedlock: locker closed")
+	// ErrNotHeld: Release was called on a lock that was already released.
+	ErrNotHeld = errors.New("namedlock: lock not held (already released)")
+	// ErrDeadlock: the server refused the wait because it would deadlock
+	// (MySQL error 3058, MariaDB 1213). Such an error also matches
+	// ErrNotAcquired. Take several keys with [Locker.DoMulti].
+	ErrDeadlock = errors.New("namedlock: deadlock")
+	// ErrInvalidOption: an option passed to [NewLocker] is out of range.
+	ErrInvalidOption = errors.New("namedlock: invalid option")
+)
+
+// MySQL and MariaDB error numbers this package classifies.
+const (
+	errNumMariaDBDeadlock = 1213 // ER_LOCK_DEADLOCK
+	errNumMySQLDeadlock   = 3058 // ER_USER_LOCK_DEADLOCK
+)
+
+func isDeadlock(err error) bool {
+	var me *mysql.MySQLError
+	if !errors.As(err, &me) {
+		return false
+	}
+	return me.Number == errNumMariaDBDeadlock || me.Number == errNumMySQLDeadlock
+}
+
+// notAcquired builds the error of a wait that ended without the lock:
+// ErrNotAcquired, with ctx's error joined when ctx ended.
+func notAcquired(ctx context.Context, key string, cause error) error {
+	err := fmt.Errorf("%w: %q", ErrNotAcquired, key)
+	if ctxErr := ctx.Err(); ctxErr != nil {
+		if c := context.Cause(ctx); c != nil && c != ctxErr {
+			return errors.Join(err, ctxErr, c)
+		}
+		return errors.Join(err, ctxErr)
+	}
+	if cause != nil {
+		return errors.Join(err, cause)
+	}
+	return err
+}
+
+func lostError(key, why string) error {
+	return fmt.Errorf("%w: %q: %s", ErrLockLost, key, why)
+}

@@ -1,0 +1,137 @@
+package namedlock
+
+import (
+	"context"
+	"time"
+)
+
+type lockState int
+
+const (
+	stateHeld lockState = iota
+	stateReleased
+	stateLost
+	stateClosed
+)
+
+// Lock is a held named lock, returned by [Locker.Acquire] and
+// [Locker.TryAcquire]. Its methods are safe for concurrent use. The lock
+// lives on one pinned server connection (or, after a handoff, on the same
+// connection passed to the next local caller); losing that connection loses
+// the lock, and the holder is told through [Lock.Done] and [Lock.Err].
+type Lock struct {
+	l        *Locker
+	q        *queue
+	sess     *session
+	key      string
+	acquired time.Time
+
+	// guarded by l.mu
+	state  lockState
+	err    error
+	freed  bool // Release has run (or Close took the lock)
+	done   chan struct{}
+	cancel context.CancelCauseFunc // Do's fn context
+}
+
+// Key returns the key the lock was acquired with.
+func (k *Lock) Key() string { return k.key }
+
+// Name returns the lock's name on the server, as IS_USED_LOCK and the
+// process list show it ([keyfmt.Portable] of the key).
+func (k *Lock) Name() string { return k.q.name }
+
+// Done returns a channel that is closed when the lock is released, lost, or
+// taken back by [Locker.Close].
+func (k *Lock) Done() <-chan struct{} {
+	k.l.mu.Lock()
+	defer k.l.mu.Unlock()
+	if k.done == nil {
+		k.done = make(chan struct{})
+		if k.state != stateHeld {
+			close(k.done)
+		}
+	}
+	return k.done
+}
+
+// Err returns nil while the lock is held, an error matching [ErrLockLost]
+// once it was found lost (even after Release), [ErrClosed] once
+// [Locker.Close] took it back, and [ErrNotHeld] after a normal Release.
+func (k *Lock) Err() error {
+	k.l.mu.Lock()
+	defer k.l.mu.Unlock()
+	return k.err
+}
+
+// endLocked moves a held lock to its final state. l.mu must be held.
+func (k *Lock) endLocked(state lockState, err error) {
+	if k.state != stateHeld {
+		return
+	}
+	k.state, k.err = state, err
+	if k.done != nil {
+		close(k.done)
+	}
+	if k.cancel != nil && state != stateReleased {
+		k.cancel(err)
+	}
+}
+
+// Release gives the lock back. It returns nil when the server confirmed the
+// release (or the lock went straight to a local waiter); an error matching
+// [ErrLockLost] when the lock had been lost (every later call too); an error
+// when the release was not confirmed, in which case the connection was
+// discarded and the server frees the lock as the session ends. A second
+// Release returns [ErrNotHeld] (or ErrClosed / ErrLockLost); it never blocks
+// or panics. Release on a nil *Lock returns ErrNotHeld.
+func (k *Lock) Release(ctx context.Context) error {
+	if k == nil {
+		return ErrNotHeld
+	}
+	return k.release(ctx, true)
+}
+
+func (k *Lock) release(ctx context.Context, observe bool) error {
+	l := k.l
+	l.mu.Lock()
+	if k.freed {
+		err := k.err
+		if k.state == stateReleased {
+			err = ErrNotHeld
+		}
+		l.mu.Unlock()
+		return err
+	}
+	k.freed = true
+	l.stats.held.Add(-1)
+	held := time.Since(k.acquired)
+	q, s := k.q, k.sess
+	if k.state == stateLost {
+		err := k.err
+		l.advanceLocked(q)
+		l.mu.Unlock()
+		return err
+	}
+	k.endLocked(stateReleased, ErrNotHeld)
+	if l.handoffLocked(q, s) {
+		l.mu.Unlock()
+		if observe {
+			l.observe(Event{Key: k.key, Outcome: Released, Held: held})
+		}
+		return nil
+	}
+	// Back to the server. The queue stays busy (holder nil) until then, so
+	// no local caller goes to the server meanwhile.
+	s.holder = nil
+	q.holder, q.sess = nil, nil
+	l.mu.Unlock()
+	err := s.release(ctx)
+	l.mu.Lock()
+	l.advanceLocked(q)
+	l.mu.Unlock()
+	if observe {
+		l.observe(Event{Key: k.key, Outcome: Released, Held: held, Err: err})
+	}
+	return err
+}

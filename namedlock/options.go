@@ -1,0 +1,152 @@
+package namedlock
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/namedlock/mysql/pool"
+)
+
+// Defaults of a [Locker]; each has an option to change it.
+const (
+	// DefaultKeepAlive is how often a held lock's connection proves that it
+	// still owns the lock ([WithKeepAlive]).
+	DefaultKeepAlive = 2 * time.Second
+	// DefaultCheckTimeout bounds one ownership check ([WithCheckTimeout]). A
+	// check that has not answered by then counts as a loss.
+	DefaultCheckTimeout = 3 * time.Second
+	// DefaultLease is the session wait_timeout of lock connections
+	// ([WithLease]); it equals [pool.DefaultLease].
+	DefaultLease = pool.DefaultLease
+	// DefaultMaxHandoffs is how many times in a row a held server lock may be
+	// handed to a local waiter before it goes back to the server
+	// ([WithHandoff]).
+	DefaultMaxHandoffs = 32
+	// DefaultMaxHandoffTime is how long a server lock may be kept by handoffs
+	// before it goes back to the server ([WithHandoff]).
+	DefaultMaxHandoffTime = 10 * time.Millisecond
+	// DefaultReleaseTimeout bounds the RELEASE_LOCK that Do, DoTx and Close run
+	// after the critical section ([WithReleaseTimeout]).
+	DefaultReleaseTimeout = 5 * time.Second
+)
+
+// Option configures a [Locker].
+type Option func(*config)
+
+type config struct {
+	keepAlive      time.Duration
+	checkTimeout   time.Duration
+	lease          time.Duration
+	maxHandoffs    int
+	maxHandoffTime time.Duration
+	releaseTimeout time.Duration
+	observer       func(Event)
+	errs           []error
+}
+
+func defaultConfig() config {
+	return config{
+		keepAlive:      DefaultKeepAlive,
+		checkTimeout:   DefaultCheckTimeout,
+		lease:          DefaultLease,
+		maxHandoffs:    DefaultMaxHandoffs,
+		maxHandoffTime: DefaultMaxHandoffTime,
+		releaseTimeout: DefaultReleaseTimeout,
+	}
+}
+
+func (c *config) invalid(format string, args ...any) {
+	c.errs = append(c.errs, fmt.Errorf("%w: "+format, append([]any{ErrInvalidOption}, args...)...))
+}
+
+// validate checks the combination: the keep-alive must detect a dead session
+// before the server's lease can hand the lock to someone else.
+func (c *config) validate() error {
+	if len(c.errs) > 0 {
+		return c.errs[0]
+	}
+	if c.keepAlive+c.checkTimeout >= c.lease {
+		return fmt.Errorf("%w: keep-alive %v + check timeout %v must be shorter than the lease %v, or a vanished holder's lock could be granted elsewhere before the holder is told",
+			ErrInvalidOption, c.keepAlive, c.checkTimeout, c.lease)
+	}
+	return nil
+}
+
+// WithKeepAlive sets how often a held lock's pinned connection runs its
+// ownership check (IS_USED_LOCK(name) = CONNECTION_ID()). A loss is detected
+// within about d plus the round trip (an operator's KILL, a restart), or d
+// plus the check timeout (a network that stops answering). d must be
+// positive, and d + check timeout shorter than the lease.
+func WithKeepAlive(d time.Duration) Option {
+	return func(c *config) {
+		if d <= 0 {
+			c.invalid("WithKeepAlive(%v): must be positive", d)
+			return
+		}
+		c.keepAlive = d
+	}
+}
+
+// WithCheckTimeout bounds one ownership check. An answer slower than d is a
+// loss; a slow answer within d is not. d must be positive.
+func WithCheckTimeout(d time.Duration) Option {
+	return func(c *config) {
+		if d <= 0 {
+			c.invalid("WithCheckTimeout(%v): must be positive", d)
+			return
+		}
+		c.checkTimeout = d
+	}
+}
+
+// WithLease sets the session wait_timeout (whole seconds, rounded up) that
+// lock connections must have: a holder whose host vanished loses its locks
+// this long after its last statement. Connections from [pool.Open] with the
+// same lease need nothing; any other connection gets a SET SESSION
+// wait_timeout once, when it first acquires a lock. d must be at least 2 s.
+func WithLease(d time.Duration) Option {
+	return func(c *config) {
+		if d < 2*time.Second {
+			c.invalid("WithLease(%v): must be at least 2s", d)
+			return
+		}
+		c.lease = d
+	}
+}
+
+// WithHandoff bounds handoffs: when a holder releases while goroutines of
+// this Locker wait for the same key, the still-held server lock passes to the
+// next of them directly, at most maxCount times in a row and for at most
+// maxTime since the server granted it; then it is released to the server so
+// that other instances get their turn. WithHandoff(0, 0) disables handoff.
+func WithHandoff(maxCount int, maxTime time.Duration) Option {
+	return func(c *config) {
+		if maxCount < 0 || maxTime < 0 {
+			c.invalid("WithHandoff(%d, %v): must not be negative", maxCount, maxTime)
+			return
+		}
+		c.maxHandoffs, c.maxHandoffTime = maxCount, maxTime
+	}
+}
+
+// WithReleaseTimeout bounds the RELEASE_LOCK run by Do, DoTx, DoMulti and
+// Close. A release that does not answer in time discards its connection, so
+// the server frees the lock when it sees the session end. d must be positive.
+func WithReleaseTimeout(d time.Duration) Option {
+	return func(c *config) {
+		if d <= 0 {
+			c.invalid("WithReleaseTimeout(%v): must be positive", d)
+			return
+		}
+		c.releaseTimeout = d
+	}
+}
+
+// WithObserver registers fn to be called, synchronously, on every
+// acquisition, failed acquisition, release and loss — a hook for metrics
+// (wait time, hold time, outcome) that keeps the library free of any metrics
+// package. fn must be fast, safe for concurrent use, and must not call the
+// Locker.
+func WithObserver(fn func(Event)) Option {
+	return func(c *config) { c.observer = fn }
+}

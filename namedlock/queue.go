@@ -1,0 +1,172 @@
+package namedlock
+
+import (
+	"context"
+	"time"
+)
+
+// queue is the local state of one server lock name: who holds it, whether a
+// caller is at the server for it, and who waits behind. A queue exists in
+// Locker.keys exactly while some caller is busy with the name (acquiring at
+// the server, holding, or releasing to the server); all fields are guarded
+// by Locker.mu.
+type queue struct {
+	name    string
+	holder  *Lock    // the local holder, nil while the head acquires or releases
+	sess    *session // the server lock while held by holder
+	waiters []*waiter
+}
+
+// waiter is a caller queued behind the busy party of a queue.
+type waiter struct {
+	ch  chan grant // buffered 1: whoever pops the waiter sends exactly once
+	key string     // the caller's key
+}
+
+// grant is what a queued caller receives: a handed-over lock, the turn to
+// acquire at the server itself (promoted), or an error (the Locker closed).
+type grant struct {
+	lock     *Lock
+	promoted bool
+	err      error
+}
+
+// acquireQueued returns a held lock, whether it came by handoff, or an error.
+func (l *Locker) acquireQueued(ctx context.Context, key, name string, try bool) (*Lock, bool, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, false, notAcquired(ctx, key, nil)
+	}
+	l.mu.Lock()
+	if l.closed {
+		l.mu.Unlock()
+		return nil, false, ErrClosed
+	}
+	q := l.keys[name]
+	if q == nil {
+		q = &queue{name: name}
+		l.keys[name] = q
+		l.mu.Unlock()
+		k, err := l.acquireAtServer(ctx, q, key, try)
+		return k, false, err
+	}
+	if try {
+		l.mu.Unlock()
+		return nil, false, notAcquired(ctx, key, nil)
+	}
+	w := &waiter{ch: make(chan grant, 1), key: key}
+	q.waiters = append(q.waiters, w)
+	l.stats.queued.Add(1)
+	l.mu.Unlock()
+
+	select {
+	case g := <-w.ch:
+		return l.received(ctx, q, key, g)
+	case <-ctx.Done():
+	}
+	l.mu.Lock()
+	for i, x := range q.waiters {
+		if x == w {
+			q.waiters = append(q.waiters[:i], q.waiters[i+1:]...)
+			l.stats.queued.Add(-1)
+			l.mu.Unlock()
+			return nil, false, notAcquired(ctx, key, nil)
+		}
+	}
+	l.mu.Unlock()
+	// Popped concurrently: the grant is in the channel. Give it back.
+	g := <-w.ch
+	switch {
+	case g.lock != nil:
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), l.cfg.releaseTimeout)
+		_ = g.lock.release(rctx, false)
+		cancel()
+	case g.promoted:
+		l.mu.Lock()
+		l.advanceLocked(q)
+		l.mu.Unlock()
+	}
+	return nil, false, notAcquired(ctx, key, nil)
+}
+
+// received handles the grant a queued caller was sent.
+func (l *Locker) received(ctx context.Context, q *queue, key string, g grant) (*Lock, bool, error) {
+	switch {
+	case g.err != nil:
+		return nil, false, g.err
+	case g.lock != nil:
+		return g.lock, true, nil
+	}
+	k, err := l.acquireAtServer(ctx, q, key, false)
+	return k, false, err
+}
+
+// acquireAtServer is run by the head of q: it takes the server lock on a
+// pinned connection, then installs itself as q's holder.
+func (l *Locker) acquireAtServer(ctx context.Context, q *queue, key string, try bool) (*Lock, error) {
+	s, err := l.serverAcquire(ctx, key, q.name, try)
+	l.mu.Lock()
+	if err == nil && l.closed {
+		l.mu.Unlock()
+		rctx, cancel := context.WithTimeout(context.Background(), l.cfg.releaseTimeout)
+		_ = s.release(rctx)
+		cancel()
+		l.mu.Lock()
+		err = ErrClosed
+	}
+	if err != nil {
+		l.advanceLocked(q)
+		l.mu.Unlock()
+		return nil, err
+	}
+	now := time.Now()
+	s.acquiredAt = now
+	s.nextCheck = now.Add(l.cfg.keepAlive)
+	k := &Lock{l: l, q: q, sess: s, key: key, acquired: now}
+	s.holder = k
+	q.holder, q.sess = k, s
+	l.startKeepAliveLocked()
+	l.mu.Unlock()
+	return k, nil
+}
+
+// advanceLocked is called when q's busy party is done without passing a
+// held lock on: the first waiter, if any, gets the turn to acquire at the
+// server; otherwise q is removed.
+func (l *Locker) advanceLocked(q *queue) {
+	q.holder, q.sess = nil, nil
+	if len(q.waiters) > 0 && !l.closed {
+		w := q.waiters[0]
+		q.waiters[0] = nil
+		q.waiters = q.waiters[1:]
+		l.stats.queued.Add(-1)
+		w.ch <- grant{promoted: true}
+		return
+	}
+	for _, w := range q.waiters {
+		w.ch <- grant{err: ErrClosed}
+	}
+	l.stats.queued.Add(-int64(len(q.waiters)))
+	q.waiters = nil
+	if l.keys[q.name] == q {
+		delete(l.keys, q.name)
+	}
+}
+
+// handoffLocked passes k's held server lock to the first waiter of q when
+// the handoff bounds allow it, and reports whether it did.
+func (l *Locker) handoffLocked(q *queue, s *session) bool {
+	if len(q.waiters) == 0 || l.closed || s.handoffs >= l.cfg.maxHandoffs ||
+		time.Since(s.acquiredAt) >= l.cfg.maxHandoffTime {
+		return false
+	}
+	w := q.waiters[0]
+	q.waiters[0] = nil
+	q.waiters = q.waiters[1:]
+	l.stats.queued.Add(-1)
+	s.handoffs++
+	next := &Lock{l: l, q: q, sess: s, key: w.key, acquired: time.Now()}
+	s.holder = next
+	q.holder = next
+	w.ch <- grant{lock: next}
+	return true
+}

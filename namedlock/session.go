@@ -1,0 +1,249 @@
+package namedlock
+
+import (
+	"context"
+	"database/sql"
+	"database/sql/driver"
+	"errors"
+	"fmt"
+	"math"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+)
+
+// Statements run on a pinned lock connection. Parameters are interpolated
+// by the driver (pool.Open sets interpolateParams=true): one round trip each.
+const (
+	// sqlTryLock takes the lock without waiting and, in the same round trip,
+	// learns the session's id (needed to end a cancelled wait) and its
+	// wait_timeout (the lease).
+	sqlTryLock   = "SELECT GET_LOCK(?, 0), CONNECTION_ID(), @@session.wait_timeout"
+	sqlWaitLock  = "SELECT GET_LOCK(?, ?)"
+	sqlRelease   = "SELECT RELEASE_LOCK(?)"
+	sqlOwnership = "SELECT IS_USED_LOCK(?) = CONNECTION_ID()"
+	sqlVersion   = "SELECT VERSION()"
+)
+
+// longestWait is the timeout sent to GET_LOCK when ctx has no deadline: one
+// year, the largest MySQL accepts. The server answers 0 after that and the
+// wait is simply renewed.
+const longestWait = 365 * 24 * 3600
+
+// waitGrace is how long past ctx's deadline the driver keeps waiting for the
+// server's own timeout answer, so a wait that times out normally keeps its
+// connection.
+const waitGrace = 500 * time.Millisecond
+
+// server flavors, detected once per Locker.
+const (
+	flavorUnknown int32 = iota
+	flavorMariaDB       // fractional GET_LOCK timeouts
+	flavorWhole         // MySQL and others: whole seconds
+)
+
+// session is a server-side lock held on a pinned connection. Its statements
+// run one at a time under mu; the other fields are guarded by Locker.mu.
+type session struct {
+	name string
+	conn *sql.Conn
+	id   int64 // CONNECTION_ID() of conn
+
+	mu   sync.Mutex
+	gone bool // conn released or discarded (under mu)
+
+	holder     *Lock
+	acquiredAt time.Time
+	handoffs   int
+	nextCheck  time.Time
+	checking   bool
+	lost       bool
+}
+
+// discard closes conn so that database/sql never reuses it: the driver is
+// told the connection is bad. The server ends the session, and with it every
+// lock it holds, when it sees the socket close.
+func discard(conn *sql.Conn) {
+	_ = conn.Raw(func(any) error { return driver.ErrBadConn })
+	_ = conn.Close()
+}
+
+// serverAcquire takes the named lock on a connection of its own.
+func (l *Locker) serverAcquire(ctx context.Context, key, name string, try bool) (*session, error) {
+	conn, err := l.db.Conn(ctx)
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil, notAcquired(ctx, key, nil)
+		}
+		return nil, fmt.Errorf("namedlock: lock connection for %q: %w", key, err)
+	}
+	var got sql.NullInt64
+	var id, waitTimeout int64
+	if err := conn.QueryRowContext(ctx, sqlTryLock, name).Scan(&got, &id, &waitTimeout); err != nil {
+		discard(conn)
+		return nil, l.getLockError(ctx, key, err)
+	}
+	if !got.Valid {
+		_ = conn.Close()
+		return nil, fmt.Errorf("namedlock: GET_LOCK(%q) answered NULL", name)
+	}
+	if got.Int64 != 1 {
+		if try {
+			_ = conn.Close()
+			return nil, notAcquired(ctx, key, nil)
+		}
+		if err := l.wait(ctx, conn, key, name, id); err != nil {
+			return nil, err
+		}
+	}
+	s := &session{name: name, conn: conn, id: id}
+	if waitTimeout != l.lease {
+		// Once per connection: the next acquisition on it sees the lease.
+		if _, err := conn.ExecContext(ctx, "SET SESSION wait_timeout = "+strconv.FormatInt(l.lease, 10)); err != nil {
+			discard(conn)
+			return nil, fmt.Errorf("namedlock: set the lease on the lock connection for %q: %w", key, err)
+		}
+	}
+	return s, nil
+}
+
+// wait blocks in GET_LOCK on conn until the lock is granted (nil), the
+// server's timeout for ctx's deadline passes, or ctx ends. On failure conn
+// is closed; when ctx ended mid-wait, the session is killed as well.
+func (l *Locker) wait(ctx context.Context, conn *sql.Conn, key, name string, id int64) error {
+	flavor, err := l.detectFlavor(ctx, conn)
+	if err != nil {
+		discard(conn)
+		return l.getLockError(ctx, key, err)
+	}
+	for {
+		timeout, hard, expired := waitTimeout(ctx, flavor)
+		if expired {
+			_ = conn.Close()
+			return notAcquired(ctx, key, nil)
+		}
+		wctx, cancel := ctx, context.CancelFunc(func() {})
+		if !hard {
+			wctx, cancel = graceContext(ctx)
+		}
+		var got sql.NullInt64
+		err := conn.QueryRowContext(wctx, sqlWaitLock, name, timeout).Scan(&got)
+		cancel()
+		switch {
+		case err != nil && (ctx.Err() != nil || wctx.Err() != nil):
+			// The driver closed the socket; the server session may still
+			// be waiting, or may just have been granted the lock. End it.
+			l.stats.cancelledWaits.Add(1)
+			l.killer.kill(id)
+			discard(conn)
+			return notAcquired(ctx, key, nil)
+		case err != nil:
+			discard(conn)
+			return l.getLockError(ctx, key, err)
+		case !got.Valid:
+			// MariaDB answers NULL to a wait ended by KILL QUERY.
+			discard(conn)
+			return fmt.Errorf("%w: %q: GET_LOCK answered NULL (wait killed?)", ErrNotAcquired, key)
+		case got.Int64 == 1:
+			return nil
+		}
+		// 0: the server's timeout passed; loop to renew or to report it.
+	}
+}
+
+// getLockError classifies a failed GET_LOCK.
+func (l *Locker) getLockError(ctx context.Context, key string, err error) error {
+	if ctx.Err() != nil {
+		return notAcquired(ctx, key, err)
+	}
+	if isDeadlock(err) {
+		return errors.Join(fmt.Errorf("%w: %w: %q", ErrNotAcquired, ErrDeadlock, key), err)
+	}
+	return fmt.Errorf("namedlock: GET_LOCK for %q: %w", key, err)
+}
+
+// detectFlavor learns, once per Locker, whether the server takes fractional
+// GET_LOCK timeouts (MariaDB) or whole seconds (MySQL, the embedded server).
+func (l *Locker) detectFlavor(ctx context.Context, conn *sql.Conn) (int32, error) {
+	if f := l.flavor.Load(); f != flavorUnknown {
+		return f, nil
+	}
+	var version string
+	if err := conn.QueryRowContext(ctx, sqlVersion).Scan(&version); err != nil {
+		return flavorUnknown, err
+	}
+	f := flavorWhole
+	if strings.Contains(strings.ToLower(version), "mariadb") {
+		f = flavorMariaDB
+	}
+	l.flavor.Store(f)
+	return f, nil
+}
+
+// waitTimeout computes the GET_LOCK timeout for ctx: the time left, as the
+// server can express it. hard means the server's timeout would pass after
+// ctx's deadline, so ctx itself must cut the wait (and the session be
+// killed); expired means the deadline has passed.
+func waitTimeout(ctx context.Context, flavor int32) (timeout any, hard, expired bool) {
+	deadline, ok := ctx.Deadline()
+	if !ok {
+		return int64(longestWait), false, false
+	}
+	left := time.Until(deadline)
+	if left <= 0 {
+		return nil, false, true
+	}
+	if flavor == flavorMariaDB {
+		secs := math.Ceil(left.Seconds()*1000) / 1000
+		return secs, false, false
+	}
+	if left >= time.Second {
+		return int64(left / time.Second), false, false
+	}
+	return int64(1), true, false
+}
+
+// graceContext returns a context that ends when parent is cancelled, but
+// only waitGrace after parent's deadline passes, so the server's own timeout
+// answer can arrive first.
+func graceContext(parent context.Context) (context.Context, context.CancelFunc) {
+	deadline, ok := parent.Deadline()
+	if !ok {
+		return parent, func() {}
+	}
+	ctx, cancel := context.WithDeadline(context.WithoutCancel(parent), deadline.Add(waitGrace))
+	stop := context.AfterFunc(parent, func() {
+		if !errors.Is(parent.Err(), context.DeadlineExceeded) {
+			cancel()
+		}
+	})
+	return ctx, func() { stop(); cancel() }
+}
+
+// release runs RELEASE_LOCK on the pinned connection. Only an answer of 1
+// returns the connection to the pool; anything else discards it, so a
+// connection is never pooled while it may still hold the lock.
+func (s *session) release(ctx context.Context) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.gone {
+		return nil
+	}
+	s.gone = true
+	var got sql.NullInt64
+	err := s.conn.QueryRowContext(ctx, sqlRelease, s.name).Scan(&got)
+	if err == nil && got.Valid && got.Int64 == 1 {
+		_ = s.conn.Close()
+		return nil
+	}
+	discard(s.conn)
+	if err != nil {
+		return fmt.Errorf("namedlock: RELEASE_LOCK(%q) not confirmed, its connection was discarded so the server frees the lock when the session ends: %w", s.name, err)
+	}
+	answer := "NULL"
+	if got.Valid {
+		answer = strconv.FormatInt(got.Int64, 10)
+	}
+	return lostError(s.name, "RELEASE_LOCK answered "+answer+": the session no longer held it")
+}

@@ -1,0 +1,47 @@
+package namedlock
+
+import (
+	"sync/atomic"
+	"time"
+)
+
+// Stats is a snapshot of a Locker's state and counters, in the manner of
+// [database/sql.DBStats]: gauges describe now, counters are cumulative since
+// the Locker was created.
+type Stats struct {
+	Held    int // locks held now by callers of this Locker
+	Waiting int // callers waiting now for a lock (queued locally or at the server)
+	Queued  int // of those, callers queued locally behind another caller of the same key
+
+	Acquired           int64         // successful acquisitions
+	NotAcquired        int64         // acquisitions that ended without the lock
+	Lost               int64         // held locks found lost
+	Handoffs           int64         // acquisitions served by handing over a held server lock
+	ServerAcquisitions int64         // acquisitions that took the lock from the server
+	CancelledWaits     int64         // server waits ended because ctx ended (their session is killed)
+	WaitDuration       time.Duration // total time spent acquiring, successful or not
+}
+
+type counters struct {
+	held, waiting, queued                    atomic.Int64
+	acquired, notAcquired, lost              atomic.Int64
+	handoffs, serverAcquired, cancelledWaits atomic.Int64
+	waitNanos                                atomic.Int64
+}
+
+// Stats returns a snapshot of the Locker's state and counters.
+func (l *Locker) Stats() Stats {
+	c := &l.stats
+	return Stats{
+		Held:               int(c.held.Load()),
+		Waiting:            int(c.waiting.Load()),
+		Queued:             int(c.queued.Load()),
+		Acquired:           c.acquired.Load(),
+		NotAcquired:        c.notAcquired.Load(),
+		Lost:               c.lost.Load(),
+		Handoffs:           c.handoffs.Load(),
+		ServerAcquisitions: c.serverAcquired.Load(),
+		CancelledWaits:     c.cancelledWaits.Load(),
+		WaitDuration:       time.Duration(c.waitNanos.Load()),
+	}
+}

@@ -1,0 +1,27 @@
+// Package pool opens the dedicated connection pool that named locks live on.
+//
+// A MySQL named lock (GET_LOCK) belongs to the session that took it, and a
+// session is one connection. The lock pool is therefore a resource of its own
+// and must never be the application's primary pool:
+//
+//   - Starvation. A held lock pins a connection for as long as the critical
+//     section runs. If lock holders and business queries shared one pool, N
+//     holders whose critical sections need a business connection would wait
+//     for one another once the pool is exhausted, and the process would hang.
+//     With a separate, bounded lock pool, holders can only exhaust the lock
+//     pool, and a full lock pool makes lock waits wait, never business queries.
+//   - Accidental release. The driver does not reset a session when a
+//     connection returns to the pool, so a pooled connection that still holds
+//     a lock would hand that lock to whatever business code borrows it next,
+//     and a RELEASE_LOCK or a lost connection there would silently drop it.
+//   - Different settings. Lock connections need interpolated parameters (one
+//     round trip per statement), no read timeout shorter than the longest
+//     wait, and a short session wait_timeout (the lease) so that the server
+//     frees the locks of a vanished host quickly. Business connections want
+//     none of that.
+//
+// [Open] parses the DSN with the driver's own parser, enforces those
+// settings, pings the server, checks that named locks really work there and
+// refuses servers where they cannot be trusted (Galera or Percona XtraDB
+// Cluster with wsrep_on=ON). Errors never contain the password.
+package pool

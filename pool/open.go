@@ -1,0 +1,132 @@
+package pool
+
+import (
+	"context"
+	"crypto/rand"
+	"database/sql"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/go-sql-driver/mysql"
+)
+
+// ErrUnsupportedServer is returned by [Open] when the server answers but
+// named locks cannot be trusted there (for example Galera or Percona XtraDB
+// Cluster with wsrep_on=ON, where locks are node-local or refused).
+var ErrUnsupportedServer = errors.New("pool: named locks cannot be trusted on this server")
+
+// Open opens the dedicated lock pool described by dsn (the go-sql-driver
+// format, e.g. "user:pass@tcp(127.0.0.1:3306)/app"). It is [OpenContext]
+// bounded by [DefaultConnectTimeout] (or [WithConnectTimeout]).
+func Open(dsn string, opts ...Option) (*sql.DB, error) {
+	return OpenContext(context.Background(), dsn, opts...)
+}
+
+// OpenContext opens the dedicated lock pool described by dsn. It parses dsn
+// with [mysql.ParseDSN] and enforces, whatever the DSN says:
+//
+//   - interpolateParams=true: one round trip per statement, no server-side
+//     prepared statements;
+//   - readTimeout=0: a read timeout would cut a GET_LOCK wait short and lose
+//     the connection; waits are bounded by contexts instead;
+//   - the session wait_timeout set to the lease ([WithLease]);
+//   - at most [WithMaxConns] connections, all kept idle for reuse, with no
+//     maximum lifetime or idle time (a held lock's connection is never
+//     recycled under it).
+//
+// It then pings the server, verifies that GET_LOCK and RELEASE_LOCK work and
+// that the server is not a Galera node with wsrep_on=ON. On any failure the
+// pool is closed and the error names the address and user, never the
+// password. ctx bounds those checks together with [WithConnectTimeout].
+func OpenContext(ctx context.Context, dsn string, opts ...Option) (*sql.DB, error) {
+	o := defaultOptions()
+	for _, opt := range opts {
+		opt(&o)
+	}
+	if o.err != nil {
+		return nil, o.err
+	}
+	cfg, err := mysql.ParseDSN(dsn)
+	if err != nil {
+		return nil, redact(fmt.Errorf("pool: parse DSN: %w", err), passwordIn(dsn))
+	}
+	cfg.InterpolateParams = true
+	cfg.ReadTimeout = 0
+	if cfg.Params == nil {
+		cfg.Params = map[string]string{}
+	}
+	cfg.Params["wait_timeout"] = strconv.FormatInt(leaseSeconds(o.lease), 10)
+	connector, err := mysql.NewConnector(cfg)
+	if err != nil {
+		return nil, redact(fmt.Errorf("pool: %s: %w", describe(cfg), err), cfg.Passwd)
+	}
+	db := sql.OpenDB(connector)
+	db.SetMaxOpenConns(o.maxConns)
+	db.SetMaxIdleConns(o.maxConns)
+	db.SetConnMaxLifetime(0)
+	db.SetConnMaxIdleTime(0)
+
+	ctx, cancel := context.WithTimeout(ctx, o.connectTimeout)
+	defer cancel()
+	if err := check(ctx, db); err != nil {
+		_ = db.Close()
+		return nil, redact(fmt.Errorf("pool: %s: %w", describe(cfg), err), cfg.Passwd)
+	}
+	register(db, connector)
+	return db, nil
+}
+
+// leaseSeconds is the session wait_timeout, in whole seconds, that a lease
+// of d becomes (rounded up, at least 1).
+func leaseSeconds(d time.Duration) int64 {
+	return max(int64((d+time.Second-1)/time.Second), 1)
+}
+
+// describe names the server for error messages: address and user only.
+func describe(cfg *mysql.Config) string {
+	return fmt.Sprintf("%s %s as %q", cfg.Net, cfg.Addr, cfg.User)
+}
+
+// check pings the server, refuses Galera with wsrep_on=ON and proves that a
+// named lock can be taken and released.
+func check(ctx context.Context, db *sql.DB) error {
+	if err := db.PingContext(ctx); err != nil {
+		return fmt.Errorf("cannot reach the server: %w", err)
+	}
+	var name, value string
+	err := db.QueryRowContext(ctx, "SHOW VARIABLES LIKE 'wsrep_on'").Scan(&name, &value)
+	switch {
+	case errors.Is(err, sql.ErrNoRows):
+	case err != nil:
+		return fmt.Errorf("read wsrep_on: %w", err)
+	case strings.EqualFold(value, "ON"):
+		return fmt.Errorf("%w: wsrep_on=ON (Galera / Percona XtraDB Cluster): named locks are node-local and some releases refuse them", ErrUnsupportedServer)
+	}
+	var b [8]byte
+	_, _ = rand.Read(b[:])
+	probe := "namedlock:probe:" + hex.EncodeToString(b[:])
+	conn, err := db.Conn(ctx)
+	if err != nil {
+		return fmt.Errorf("cannot reach the server: %w", err)
+	}
+	defer conn.Close()
+	var got, released sql.NullInt64
+	if err := conn.QueryRowContext(ctx, "SELECT GET_LOCK(?, 0), RELEASE_LOCK(?)", probe, probe).Scan(&got, &released); err != nil {
+		return fmt.Errorf("%w: GET_LOCK probe failed: %w", ErrUnsupportedServer, err)
+	}
+	if got.Int64 != 1 || released.Int64 != 1 {
+		return fmt.Errorf("%w: GET_LOCK probe answered %v, RELEASE_LOCK %v (want 1 and 1)", ErrUnsupportedServer, nullString(got), nullString(released))
+	}
+	return nil
+}
+
+func nullString(n sql.NullInt64) string {
+	if !n.Valid {
+		return "NULL"
+	}
+	return strconv.FormatInt(n.Int64, 10)
+}
