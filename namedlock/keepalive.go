@@ -78,7 +78,7 @@ func (l *Locker) check(s *session) {
 		lost = lostError(s.name, "ownership check: the session no longer holds it")
 	}
 	if lost != nil {
-		s.gone = true
+		s.gone, s.lostErr = true, lost
 		discard(s.conn)
 	}
 	s.mu.Unlock()

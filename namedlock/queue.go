@@ -77,6 +77,7 @@ func (l *Locker) acquireQueued(ctx context.Context, key, name string, try bool) 
 	g := <-w.ch
 	switch {
 	case g.lock != nil:
+		l.stats.held.Add(1) // release counts it down again
 		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), l.cfg.releaseTimeout)
 		_ = g.lock.release(rctx, false)
 		cancel()

@@ -50,8 +50,9 @@ type session struct {
 	conn *sql.Conn
 	id   int64 // CONNECTION_ID() of conn
 
-	mu   sync.Mutex
-	gone bool // conn released or discarded (under mu)
+	mu      sync.Mutex
+	gone    bool  // conn released or discarded (under mu)
+	lostErr error // why a check discarded conn (under mu)
 
 	holder     *Lock
 	acquiredAt time.Time
@@ -228,7 +229,8 @@ func (s *session) release(ctx context.Context) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.gone {
-		return nil
+		// Only a failed ownership check discards conn before its release.
+		return s.lostErr
 	}
 	s.gone = true
 	var got sql.NullInt64
