@@ -1,0 +1,118 @@
+package testdb
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/go-sql-driver/mysql"
+)
+
+// Flavor is the kind of server the tests run against.
+type Flavor int
+
+// The flavors. The zero Flavor is not a server.
+const (
+	// MySQL is Oracle MySQL or a server that calls itself MySQL (Percona,
+	// TiDB, ...).
+	MySQL Flavor = iota + 1
+	// MariaDB is a server whose VERSION() contains "MariaDB".
+	MariaDB
+	// Embedded is the in-process go-mysql-server of package
+	// internal/embedded.
+	Embedded
+)
+
+// String returns "MySQL", "MariaDB", "go-mysql-server" or "Flavor(N)".
+func (f Flavor) String() string {
+	switch f {
+	case MySQL:
+		return "MySQL"
+	case MariaDB:
+		return "MariaDB"
+	case Embedded:
+		return "go-mysql-server"
+	}
+	return fmt.Sprintf("Flavor(%d)", int(f))
+}
+
+// Server describes the server tests run against. Get returns one Server
+// shared by the whole test binary: treat it as read-only.
+type Server struct {
+	// DSN is a go-sql-driver/mysql DSN for it, as found (no parameters are
+	// added; OpenDB adds interpolateParams=true).
+	DSN string
+	// Name says what it is, where, and how it was found, for test output:
+	// "MariaDB 10.11.19 at 127.0.0.1:3306 (from 127.0.0.1:3306 probe)".
+	Name string
+	// Flavor is its kind, from SELECT VERSION() (Embedded when testdb
+	// started the embedded server).
+	Flavor Flavor
+	// Version is what SELECT VERSION() returned, e.g.
+	// "10.11.19-MariaDB-0+deb12u1" or "8.4.3".
+	Version string
+
+	why string // for the embedded server: why no real one was used
+}
+
+// Real reports whether s is a real MySQL or MariaDB server, not the embedded
+// go-mysql-server.
+func (s *Server) Real() bool { return s.Flavor != Embedded }
+
+// flavorOf classifies a VERSION() string.
+func flavorOf(version string) Flavor {
+	if strings.Contains(strings.ToLower(version), "mariadb") {
+		return MariaDB
+	}
+	return MySQL
+}
+
+// shortVersion is the leading "N.N.N" of a VERSION() string.
+func shortVersion(version string) string {
+	end := strings.IndexFunc(version, func(r rune) bool { return r != '.' && (r < '0' || r > '9') })
+	if end <= 0 {
+		return version
+	}
+	return version[:end]
+}
+
+// describe fills in Flavor (unless set), Version and Name from version, the
+// DSN's address and how the server was found.
+func describe(s *Server, version, from string) *Server {
+	s.Version = version
+	if s.Flavor == 0 {
+		s.Flavor = flavorOf(version)
+	}
+	addr := "?"
+	if cfg, err := mysql.ParseDSN(s.DSN); err == nil {
+		addr = cfg.Addr
+	}
+	s.Name = fmt.Sprintf("%s %s at %s (%s)", s.Flavor, shortVersion(version), addr, from)
+	return s
+}
+
+// probe connects to dsn and returns SELECT VERSION(), within about timeout.
+func probe(dsn string, timeout time.Duration) (string, error) {
+	cfg, err := mysql.ParseDSN(dsn)
+	if err != nil {
+		return "", fmt.Errorf("parse DSN: %w", err)
+	}
+	if cfg.Timeout == 0 || cfg.Timeout > timeout {
+		cfg.Timeout = timeout // dial timeout
+	}
+	connector, err := mysql.NewConnector(cfg)
+	if err != nil {
+		return "", err
+	}
+	db := sql.OpenDB(connector)
+	defer db.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	var version string
+	if err := db.QueryRowContext(ctx, "SELECT VERSION()").Scan(&version); err != nil {
+		return "", err
+	}
+	return version, nil
+}
