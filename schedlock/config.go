@@ -1,0 +1,90 @@
+package schedlock
+
+import (
+	"fmt"
+	"time"
+	"unicode/utf8"
+)
+
+// MaxNameLength is the longest job name, in characters, that ShedLock's
+// name column (VARCHAR(64)) holds.
+const MaxNameLength = 64
+
+// MaxLockedByLength is the longest locked_by value, in characters, that
+// ShedLock's locked_by column (VARCHAR(255)) holds.
+const MaxLockedByLength = 255
+
+// Config describes one scheduled job's lock, with ShedLock's meanings.
+//
+// The durations are sent to the server in microseconds, as ShedLock does;
+// the TIMESTAMP(3) columns keep milliseconds.
+type Config struct {
+	// Name identifies the job: one row of the table. At most MaxNameLength
+	// characters. Names are compared with the name column's collation, which
+	// for a table made by CreateTable in a default utf8mb4 database is
+	// case-insensitive and ignores trailing spaces: "Job" and "job" are the
+	// same lock.
+	Name string
+
+	// LockAtMostFor is how long the lock is held if the holder never
+	// unlocks it (it crashed): lock_until is set to now + LockAtMostFor on
+	// acquire. It must be positive (at least a millisecond) and should be
+	// longer than the job normally runs, or another instance may run the job
+	// while it is still running — unless KeepAlive extends the lease.
+	LockAtMostFor time.Duration
+
+	// LockAtLeastFor is how long, measured from acquisition, the lock stays
+	// held after a fast job finishes: on unlock lock_until becomes
+	// max(locked_at + LockAtLeastFor, now). It keeps an instance whose tick
+	// comes a little late from running the job again. 0 unlocks at once;
+	// it must not exceed LockAtMostFor.
+	LockAtLeastFor time.Duration
+
+	// KeepAlive, if positive, extends the lease every KeepAlive while the
+	// lease is held (lock_until = now + LockAtMostFor, only while this
+	// instance is still the holder), so a job may run longer than
+	// LockAtMostFor and a crash still frees the job after LockAtMostFor. It
+	// must be shorter than LockAtMostFor; LockAtMostFor/3 is a good value.
+	// 0 disables keep-alive, as in ShedLock's default.
+	KeepAlive time.Duration
+}
+
+// Validate reports whether c can be used, with an error matching
+// ErrInvalidConfig (and ErrNameTooLong for an over-long name) if not.
+func (c Config) Validate() error {
+	if err := validateName(c.Name); err != nil {
+		return err
+	}
+	switch {
+	case c.LockAtMostFor < time.Millisecond:
+		return fmt.Errorf("%w: job %q: LockAtMostFor must be at least 1ms (the table keeps milliseconds), got %v",
+			ErrInvalidConfig, c.Name, c.LockAtMostFor)
+	case c.LockAtLeastFor < 0:
+		return fmt.Errorf("%w: job %q: LockAtLeastFor must not be negative, got %v",
+			ErrInvalidConfig, c.Name, c.LockAtLeastFor)
+	case c.LockAtLeastFor > c.LockAtMostFor:
+		return fmt.Errorf("%w: job %q: LockAtLeastFor (%v) must not exceed LockAtMostFor (%v)",
+			ErrInvalidConfig, c.Name, c.LockAtLeastFor, c.LockAtMostFor)
+	case c.KeepAlive < 0:
+		return fmt.Errorf("%w: job %q: KeepAlive must not be negative, got %v",
+			ErrInvalidConfig, c.Name, c.KeepAlive)
+	case c.KeepAlive > 0 && c.KeepAlive >= c.LockAtMostFor:
+		return fmt.Errorf("%w: job %q: KeepAlive (%v) must be shorter than LockAtMostFor (%v), "+
+			"or the lease expires before it is extended", ErrInvalidConfig, c.Name, c.KeepAlive, c.LockAtMostFor)
+	}
+	return nil
+}
+
+func validateName(name string) error {
+	switch {
+	case name == "":
+		return fmt.Errorf("%w: empty job name", ErrInvalidConfig)
+	case !utf8.ValidString(name):
+		return fmt.Errorf("%w: job name %q is not valid UTF-8", ErrInvalidConfig, name)
+	}
+	if n := utf8.RuneCountInString(name); n > MaxNameLength {
+		return fmt.Errorf("%w: %w: %q has %d characters; the name column holds %d",
+			ErrInvalidConfig, ErrNameTooLong, name, n, MaxNameLength)
+	}
+	return nil
+}

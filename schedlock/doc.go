@@ -1,0 +1,102 @@
+// Package schedlock makes a scheduled job run once across instances, with a
+// lease table that is compatible with Java's ShedLock.
+//
+// Every instance's scheduler fires the same job at the same tick; each calls
+// (*Provider).Run, and only the instance that takes the job's row runs it.
+// The others skip the tick (ran == false, no error). The row records
+// lock_until, the database time until which the job is locked:
+//
+//   - LockAtMostFor bounds how long a holder that crashed (never unlocked)
+//     blocks the job: lock_until = now + LockAtMostFor on acquire.
+//   - LockAtLeastFor keeps a fast job locked after it finished, so an
+//     instance whose tick comes a little late does not run it again: on
+//     unlock lock_until = max(locked_at + LockAtLeastFor, now).
+//   - KeepAlive (optional) extends lock_until while a long job runs, and
+//     cancels the job's context with ErrLeaseLost if the row was taken over.
+//
+// Unlike a named lock (GET_LOCK), the lease survives the holder's crash and
+// gives LockAtLeastFor; unlike a lease computed from the application's
+// clock, it is immune to clock skew between instances: every time is the
+// server's UTC_TIMESTAMP(3). No code path reads the application's clock to
+// decide anything; local timers only pace the keep-alive.
+//
+// # ShedLock compatibility
+//
+// The table has ShedLock's schema (CreateTable makes it; it is never created
+// implicitly):
+//
+//	CREATE TABLE shedlock (name VARCHAR(64) NOT NULL, lock_until TIMESTAMP(3) NOT NULL,
+//	  locked_at TIMESTAMP(3) NOT NULL DEFAULT CURRENT_TIMESTAMP(3),
+//	  locked_by VARCHAR(255) NOT NULL, PRIMARY KEY (name))
+//
+// and the statements are those of ShedLock's MySQL provider with
+// usingDbTime() (MySqlServerTimeStatementsSource), durations in
+// microseconds:
+//
+//	lock:   INSERT IGNORE INTO shedlock (name, lock_until, locked_at, locked_by)
+//	          VALUES (?, TIMESTAMPADD(MICROSECOND, ?, UTC_TIMESTAMP(3)), UTC_TIMESTAMP(3), ?)
+//	        then, if no row was inserted:
+//	        UPDATE shedlock SET lock_until = TIMESTAMPADD(MICROSECOND, ?, UTC_TIMESTAMP(3)),
+//	          locked_at = UTC_TIMESTAMP(3), locked_by = ?
+//	          WHERE name = ? AND lock_until <= UTC_TIMESTAMP(3)
+//	extend: UPDATE shedlock SET lock_until = TIMESTAMPADD(MICROSECOND, ?, UTC_TIMESTAMP(3))
+//	          WHERE name = ? AND locked_by = ? AND lock_until > UTC_TIMESTAMP(3)
+//	unlock: UPDATE shedlock SET lock_until = IF(TIMESTAMPADD(MICROSECOND, ?, locked_at) > UTC_TIMESTAMP(3),
+//	          TIMESTAMPADD(MICROSECOND, ?, locked_at), UTC_TIMESTAMP(3))
+//	          WHERE name = ? AND locked_by = ?
+//
+// so Go instances and Java instances configured with usingDbTime() share job
+// locks in one table. Besides them the package only reads (SELECT by
+// primary key) to explain an unsuccessful statement: who holds the job, or
+// whether a row changed 0 rows because MySQL counts changed rows, not
+// matched ones.
+//
+// Like ShedLock, the Provider skips the INSERT for names whose row it has
+// already seen; unlike ShedLock, it notices a deleted row and inserts it
+// again.
+//
+// # Time zones
+//
+// UTC_TIMESTAMP(3) is a DATETIME holding the UTC wall clock, and the columns
+// are TIMESTAMP: the server converts a value stored into a TIMESTAMP column
+// from the session's time_zone to UTC, and back when reading. ShedLock does
+// not set the session time_zone (Connector/J leaves it at the server's
+// default unless told otherwise), so it stores UTC wall-clock values as if
+// they were in the session's zone, and compares them in the same zone. The
+// Provider does the same: it never changes the session time_zone, and runs
+// ShedLock's statements as they are. Within one session time_zone the
+// comparisons are exact, whatever that zone is, and the rows are identical
+// to ShedLock's; this package's tests check both with a +00:00 and a +05:00
+// session.
+//
+// The consequence, shared with ShedLock: every instance using the table
+// must run with the same session time_zone. A Go instance whose DSN sets
+// time_zone='+00:00' next to a Java instance on a server whose default zone
+// is +02:00 would read every lock_until two hours off. A zone with daylight
+// saving time is also wrong for an hour a year (UTC wall-clock values that
+// fall into the skipped local hour cannot be stored). The safe setting is a
+// server whose time_zone is UTC (or SYSTEM on a UTC host), or time_zone
+// '+00:00' forced on every client (go-sql-driver: time_zone=%27%2B00%3A00%27
+// in the DSN; Connector/J: connectionTimeZone=UTC with
+// forceConnectionTimeZoneToSession=true).
+//
+// # Names
+//
+// Job names are at most 64 characters. A longer name is refused with
+// ErrNameTooLong before any statement runs (ShedLock's INSERT IGNORE
+// truncates it, after which its UPDATE never matches and the job silently
+// never runs). A name the table's column still mangles (a narrower column,
+// a character set without the name's characters) is reported with
+// ErrNameNotStorable. Names compare with the column's collation: with the
+// default utf8mb4 collations, case-insensitively and ignoring trailing
+// spaces.
+//
+// # Choosing locked_by
+//
+// Unlock and extend match on locked_by, so it must be unique per Provider
+// among everything sharing the table. The default (hostname, process id and
+// a random suffix per Provider) is; ShedLock's default, the bare hostname,
+// is not when one host runs several processes.
+//
+// For gocron v2 schedulers, see the subpackage gocronlock.
+package schedlock

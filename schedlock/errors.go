@@ -1,0 +1,87 @@
+package schedlock
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/go-sql-driver/mysql"
+)
+
+// Sentinel errors. Match them with [errors.Is]; the returned errors wrap them
+// with the details (job name, table, holder, the driver's error).
+var (
+	// ErrInvalidConfig reports a Config or Option that cannot work: an empty
+	// job name, a non-positive LockAtMostFor, a LockAtLeastFor outside
+	// [0, LockAtMostFor], a bad table identifier, and so on.
+	ErrInvalidConfig = errors.New("schedlock: invalid configuration")
+
+	// ErrNameTooLong reports a job name longer than the name column
+	// (MaxNameLength characters). Errors carrying it also match
+	// ErrInvalidConfig. ShedLock silently never runs such jobs; this package
+	// refuses them before touching the table.
+	ErrNameTooLong = errors.New("schedlock: job name longer than 64 characters")
+
+	// ErrLocked reports that another instance holds the job's lock. Run turns
+	// it into ran == false with a nil error; Lock returns it wrapped with the
+	// holder's locked_by value.
+	ErrLocked = errors.New("schedlock: job is locked by another instance")
+
+	// ErrLeaseLost reports that the lease stopped being ours while we
+	// believed we held it: an extension or the unlock found the row taken by
+	// another instance or expired, or the keep-alive could not confirm the
+	// lease before its lock_until. It is the cause of fn's cancelled context
+	// in Run.
+	ErrLeaseLost = errors.New("schedlock: lease lost")
+
+	// ErrUnlocked is returned by a second (*Lease).Unlock and by Extend on a
+	// lease that was already unlocked, and by both on a nil *Lease.
+	ErrUnlocked = errors.New("schedlock: lease already unlocked")
+
+	// ErrTableNotFound reports that the lock table does not exist (MySQL
+	// error 1146). Create it once with (*Provider).CreateTable.
+	ErrTableNotFound = errors.New("schedlock: lock table does not exist")
+
+	// ErrBadTable reports a lock table without ShedLock's columns (MySQL
+	// error 1054, unknown column).
+	ErrBadTable = errors.New("schedlock: lock table does not have ShedLock's columns")
+
+	// ErrNameNotStorable reports a job name that the table's name column
+	// cannot store exactly (a column narrower than VARCHAR(64), or a
+	// character set that cannot hold the name's characters), so the row the
+	// server wrote does not carry the name. The job could never be unlocked
+	// by name; this package fails instead of silently skipping it forever.
+	ErrNameNotStorable = errors.New("schedlock: job name cannot be stored exactly in the name column")
+)
+
+// MySQL server error numbers this package classifies.
+const (
+	errNoSuchTable    = 1146 // ER_NO_SUCH_TABLE
+	errBadFieldError  = 1054 // ER_BAD_FIELD_ERROR
+	errDataTooLong    = 1406 // ER_DATA_TOO_LONG (strict mode, plain statements)
+	errTruncatedValue = 1366 // ER_TRUNCATED_WRONG_VALUE_FOR_FIELD
+	errMixCollations  = 1267 // ER_CANT_AGGREGATE_2COLLATIONS (a name outside the column's charset)
+)
+
+// classify wraps a driver error from a statement on the lock table with the
+// sentinel that explains it, or returns it with the table name for context.
+func (p *Provider) classify(op string, err error) error {
+	if err == nil {
+		return nil
+	}
+	var me *mysql.MySQLError
+	if errors.As(err, &me) {
+		switch me.Number {
+		case errNoSuchTable:
+			return fmt.Errorf("%w: table %s does not exist; create it once with (*Provider).CreateTable "+
+				"(or ShedLock's CREATE TABLE statement): %s: %w", ErrTableNotFound, p.table, op, err)
+		case errBadFieldError:
+			return fmt.Errorf("%w: table %s must have the columns name VARCHAR(64), lock_until TIMESTAMP(3), "+
+				"locked_at TIMESTAMP(3), locked_by VARCHAR(255) (see (*Provider).CreateTable): %s: %w",
+				ErrBadTable, p.table, op, err)
+		case errDataTooLong, errTruncatedValue, errMixCollations:
+			return fmt.Errorf("%w: table %s (check the name column's length and character set): %s: %w",
+				ErrNameNotStorable, p.table, op, err)
+		}
+	}
+	return fmt.Errorf("schedlock: %s on table %s: %w", op, p.table, err)
+}

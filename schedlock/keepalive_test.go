@@ -1,0 +1,168 @@
+package schedlock
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+// A job three times longer than LockAtMostFor keeps its lock with
+// KeepAlive; another instance polling meanwhile never runs it.
+func TestKeepAliveExtendsLongJob(t *testing.T) {
+	t.Parallel()
+	db := openDB(t)
+	table := newTable(t, db)
+	long := New(db, WithTable(table), WithLockedBy("long"))
+	poller := New(openDB(t), WithTable(table), WithLockedBy("poller"))
+	name := uniqueName("job")
+	cfg := Config{Name: name, LockAtMostFor: 300 * time.Millisecond, KeepAlive: 75 * time.Millisecond}
+
+	stop := make(chan struct{})
+	var polls, stolen atomic.Int32
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		tick := time.NewTicker(20 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			select {
+			case <-stop:
+				return
+			case <-tick.C:
+			}
+			polls.Add(1)
+			ran, err := poller.Run(bg, Config{Name: name, LockAtMostFor: time.Second}, func(context.Context) error { return nil })
+			if err != nil {
+				t.Error(err)
+			}
+			if ran {
+				stolen.Add(1)
+			}
+		}
+	})
+	began := time.Now()
+	ran, err := long.Run(bg, cfg, func(ctx context.Context) error {
+		select {
+		case <-ctx.Done():
+			return context.Cause(ctx)
+		case <-time.After(time.Second):
+			return nil
+		}
+	})
+	close(stop)
+	wg.Wait()
+	if !ran || err != nil {
+		t.Fatalf("ran %v err %v", ran, err)
+	}
+	if stolen.Load() != 0 {
+		t.Fatalf("the poller ran the job %d times while it ran", stolen.Load())
+	}
+	t.Logf("1s job with LockAtMostFor 300ms, KeepAlive 75ms: %d polls, none ran; took %v", polls.Load(), time.Since(began))
+	if ran, err := poller.Run(bg, cfg, func(context.Context) error { return nil }); !ran || err != nil {
+		t.Fatalf("after the long job: ran %v err %v", ran, err)
+	}
+}
+
+// When the keep-alive finds the row held by someone else, fn's context is
+// cancelled with ErrLeaseLost as its cause, Run reports it, and the unlock
+// leaves the new holder's row alone.
+func TestKeepAliveLostCancelsJob(t *testing.T) {
+	t.Parallel()
+	db := openDB(t)
+	table := newTable(t, db)
+	p := New(db, WithTable(table), WithLockedBy("victim"))
+	name := uniqueName("job")
+	cfg := Config{Name: name, LockAtMostFor: 2 * time.Second, KeepAlive: 50 * time.Millisecond}
+	var cause error
+	var noticed time.Duration
+	ran, err := p.Run(bg, cfg, func(ctx context.Context) error {
+		time.Sleep(100 * time.Millisecond)
+		if _, err := db.Exec("UPDATE `"+table+"` SET locked_by = 'thief', "+
+			"lock_until = UTC_TIMESTAMP(3) + INTERVAL 1 HOUR WHERE name = ?", name); err != nil {
+			t.Error(err)
+		}
+		stolenAt := time.Now()
+		select {
+		case <-ctx.Done():
+			noticed = time.Since(stolenAt)
+			cause = context.Cause(ctx)
+			return ctx.Err()
+		case <-time.After(3 * time.Second):
+			return errors.New("never cancelled")
+		}
+	})
+	if !ran || !errors.Is(err, ErrLeaseLost) || !errors.Is(err, context.Canceled) {
+		t.Fatalf("ran %v err %v", ran, err)
+	}
+	if !errors.Is(cause, ErrLeaseLost) {
+		t.Fatalf("cause %v", cause)
+	}
+	if noticed > 500*time.Millisecond {
+		t.Errorf("noticed the theft after %v with KeepAlive 50ms", noticed)
+	}
+	if r := readRow(t, db, table, name); r.LockedBy != "thief" {
+		t.Errorf("row after unlock: %+v", r)
+	}
+	t.Logf("noticed after %v: %v", noticed, cause)
+}
+
+// A keep-alive that cannot reach the database does not call the lease lost
+// on the first failure, but does once lock_until may have passed.
+func TestKeepAliveUncertainBecomesLost(t *testing.T) {
+	t.Parallel()
+	db := openDB(t)
+	table := newTable(t, db)
+	own := openDB(t)
+	p := New(own, WithTable(table), WithUnlockTimeout(500*time.Millisecond))
+	cfg := Config{Name: uniqueName("job"), LockAtMostFor: 400 * time.Millisecond, KeepAlive: 100 * time.Millisecond}
+	lease, err := p.Lock(bg, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	began := time.Now()
+	_ = own.Close() // every extension now fails
+	select {
+	case <-lease.Done():
+	case <-time.After(2 * time.Second):
+		t.Fatal("lease never reported lost")
+	}
+	took := time.Since(began)
+	err = lease.Err()
+	if !errors.Is(err, ErrLeaseLost) || !strings.Contains(err.Error(), "database is closed") {
+		t.Fatalf("Err %v", err)
+	}
+	if took < 300*time.Millisecond {
+		t.Errorf("lost after %v: before LockAtMostFor 400ms", took)
+	}
+	if err := lease.Unlock(bg); err == nil || errors.Is(err, ErrUnlocked) {
+		t.Errorf("Unlock on a closed pool: %v", err)
+	}
+	t.Logf("lost after %v: %v", took, err)
+}
+
+// Unlock stops the keep-alive goroutine and waits for it (goleak checks at
+// the end of the package); calling it while an extension is in flight is
+// safe.
+func TestUnlockStopsKeepAlive(t *testing.T) {
+	t.Parallel()
+	db := openDB(t)
+	table := newTable(t, db)
+	p := New(db, WithTable(table))
+	for i := range 20 {
+		lease, err := p.Lock(bg, Config{Name: uniqueName("job"), LockAtMostFor: 50 * time.Millisecond,
+			KeepAlive: time.Millisecond})
+		if err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(time.Duration(i%5) * time.Millisecond)
+		if err := lease.Unlock(bg); err != nil {
+			t.Fatal(err)
+		}
+		if !errors.Is(lease.Err(), ErrUnlocked) {
+			t.Fatalf("Err after Unlock: %v", lease.Err())
+		}
+	}
+}

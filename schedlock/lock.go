@@ -1,0 +1,190 @@
+package schedlock
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"time"
+)
+
+// Lock tries once to take the lock of the job cfg.Name, with ShedLock's
+// statements: INSERT IGNORE of the job's row, and if the row exists, an
+// UPDATE that succeeds only if its lock_until has passed (in database time).
+//
+// A nil error means the lock is held until lock_until = now +
+// cfg.LockAtMostFor (database time); release it with (*Lease).Unlock. If
+// another instance holds it, the error matches ErrLocked and names the
+// holder. Invalid configurations match ErrInvalidConfig without touching the
+// database; a missing table matches ErrTableNotFound and a table without
+// ShedLock's columns ErrBadTable.
+//
+// If cfg.KeepAlive is positive, the Lease extends itself in a goroutine that
+// Unlock stops and waits for; Done and Err report a lost lease.
+//
+// Lock is the building block of Run; prefer Run, which cannot forget to
+// unlock.
+func (p *Provider) Lock(ctx context.Context, cfg Config) (*Lease, error) {
+	return p.lock(ctx, cfg, nil)
+}
+
+func (p *Provider) lock(ctx context.Context, cfg Config, onLost func(error)) (*Lease, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	var expiry *time.Timer
+	if cfg.KeepAlive > 0 {
+		// Started before the acquiring statement, so it fires no later
+		// than the lock_until that statement writes.
+		expiry = time.NewTimer(cfg.LockAtMostFor)
+	}
+	if err := p.acquire(ctx, cfg); err != nil {
+		if expiry != nil {
+			expiry.Stop()
+		}
+		return nil, err
+	}
+	l := &Lease{p: p, cfg: cfg, onLost: onLost, done: make(chan struct{})}
+	if expiry != nil {
+		kaCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+		l.stopKA = cancel
+		l.kaDone = make(chan struct{})
+		go l.keepAlive(kaCtx, expiry)
+	}
+	return l, nil
+}
+
+// acquire runs ShedLock's lock statements. It returns nil if this Provider
+// now holds the lock.
+func (p *Provider) acquire(ctx context.Context, cfg Config) error {
+	atMost := cfg.LockAtMostFor.Microseconds()
+	for attempt := 0; ; attempt++ {
+		_, known := p.known.Load(cfg.Name)
+		if !known {
+			n, err := p.exec(ctx, "lock (insert)", p.stmt.insert, cfg.Name, atMost, p.lockedBy)
+			if err != nil {
+				return err
+			}
+			if n == 1 {
+				if err := p.verifyInserted(ctx, cfg.Name); err != nil {
+					return err
+				}
+				p.known.Store(cfg.Name, struct{}{})
+				return nil
+			}
+		}
+		n, err := p.exec(ctx, "lock (update)", p.stmt.update, atMost, p.lockedBy, cfg.Name)
+		if err != nil {
+			return err
+		}
+		if n == 1 {
+			p.known.Store(cfg.Name, struct{}{})
+			return nil
+		}
+		// Not acquired. Tell "held by someone" from "there is no row by
+		// this name", which ShedLock cannot: a deleted row (insert it
+		// again) or a name the column mangled (fail loudly).
+		var holder string
+		err = p.db.QueryRowContext(ctx, p.stmt.holder, cfg.Name).Scan(&holder)
+		switch {
+		case err == nil:
+			p.known.Store(cfg.Name, struct{}{})
+			return fmt.Errorf("%w: job %q is held by %q", ErrLocked, cfg.Name, holder)
+		case !errors.Is(err, sql.ErrNoRows):
+			return p.classify("lock (holder)", err)
+		case attempt == 0:
+			p.known.Delete(cfg.Name)
+			continue
+		}
+		return fmt.Errorf("%w: job %q: after INSERT IGNORE no row of table %s has this name; "+
+			"its name column is narrower than VARCHAR(64) or its character set cannot hold the name",
+			ErrNameNotStorable, cfg.Name, p.table)
+	}
+}
+
+// verifyInserted checks that the row INSERT IGNORE just wrote carries the
+// name: INSERT IGNORE turns truncation and unconvertible characters into
+// warnings, which is how ShedLock's users lost jobs.
+func (p *Provider) verifyInserted(ctx context.Context, name string) error {
+	var n int
+	err := p.db.QueryRowContext(ctx, p.stmt.ownsRow, name, p.lockedBy).Scan(&n)
+	if err != nil {
+		// We hold the row but cannot use it: give it back.
+		_ = p.giveBack(ctx, name)
+		return p.classify("lock (verify)", err)
+	}
+	if n != 1 {
+		return fmt.Errorf("%w: job %q: the row INSERT IGNORE wrote into table %s does not carry this name; "+
+			"its name column is narrower than VARCHAR(64) or its character set cannot hold the name",
+			ErrNameNotStorable, name, p.table)
+	}
+	return nil
+}
+
+// giveBack releases a lock that was taken but cannot be handed to the
+// caller, as if the job ran with LockAtLeastFor 0.
+func (p *Provider) giveBack(ctx context.Context, name string) error {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), p.unlockTimeout)
+	defer cancel()
+	return p.unlock(ctx, name, 0)
+}
+
+// unlock runs ShedLock's unlock statement: lock_until =
+// max(locked_at + lockAtLeastFor, now), for our row only.
+func (p *Provider) unlock(ctx context.Context, name string, atLeast time.Duration) error {
+	us := atLeast.Microseconds()
+	n, err := p.exec(ctx, "unlock", p.stmt.unlock, us, us, name, p.lockedBy)
+	if err != nil {
+		return err
+	}
+	if n == 1 {
+		return nil
+	}
+	// 0 rows changed: either the row is not ours any more, or the new
+	// lock_until equals the old one (MySQL counts changed rows, not
+	// matched ones). Look.
+	var mine int
+	if err := p.db.QueryRowContext(ctx, p.stmt.ownsRow, name, p.lockedBy).Scan(&mine); err != nil {
+		return p.classify("unlock (check)", err)
+	}
+	if mine == 0 {
+		return fmt.Errorf("%w: job %q: at unlock the row of table %s was held by another instance "+
+			"(the job ran longer than LockAtMostFor, or its row was changed)", ErrLeaseLost, name, p.table)
+	}
+	return nil
+}
+
+// extend runs ShedLock's extend statement: lock_until = now + d, only while
+// the row is ours and unexpired.
+func (p *Provider) extend(ctx context.Context, name string, d time.Duration) error {
+	n, err := p.exec(ctx, "extend", p.stmt.extend, d.Microseconds(), name, p.lockedBy)
+	if err != nil {
+		return err
+	}
+	if n == 1 {
+		return nil
+	}
+	// 0 rows changed: lost, or extended to the lock_until it already had
+	// (twice within one millisecond). Look.
+	var held int
+	if err := p.db.QueryRowContext(ctx, p.stmt.owned, name, p.lockedBy).Scan(&held); err != nil {
+		return p.classify("extend (check)", err)
+	}
+	if held == 0 {
+		return fmt.Errorf("%w: job %q: the row of table %s is held by another instance or expired",
+			ErrLeaseLost, name, p.table)
+	}
+	return nil
+}
+
+func (p *Provider) exec(ctx context.Context, op, query string, args ...any) (int64, error) {
+	res, err := p.db.ExecContext(ctx, query, args...)
+	if err != nil {
+		return 0, p.classify(op, err)
+	}
+	n, err := res.RowsAffected()
+	if err != nil {
+		return 0, p.classify(op, err)
+	}
+	return n, nil
+}

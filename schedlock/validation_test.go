@@ -1,0 +1,181 @@
+package schedlock
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestConfigValidation(t *testing.T) {
+	t.Parallel()
+	long := strings.Repeat("x", 65)
+	for _, tc := range []struct {
+		name    string
+		cfg     Config
+		want    []error
+		message string
+	}{
+		{"empty name", Config{LockAtMostFor: time.Second}, []error{ErrInvalidConfig}, "empty job name"},
+		{"65 characters", Config{Name: long, LockAtMostFor: time.Second},
+			[]error{ErrInvalidConfig, ErrNameTooLong}, "65 characters"},
+		{"65 multibyte characters", Config{Name: strings.Repeat("é", 65), LockAtMostFor: time.Second},
+			[]error{ErrNameTooLong}, "65 characters"},
+		{"invalid UTF-8", Config{Name: "a\xffb", LockAtMostFor: time.Second}, []error{ErrInvalidConfig}, "UTF-8"},
+		{"zero LockAtMostFor", Config{Name: "j"}, []error{ErrInvalidConfig}, "LockAtMostFor"},
+		{"negative LockAtMostFor", Config{Name: "j", LockAtMostFor: -time.Second}, []error{ErrInvalidConfig}, "LockAtMostFor"},
+		{"sub-millisecond LockAtMostFor", Config{Name: "j", LockAtMostFor: 999 * time.Microsecond},
+			[]error{ErrInvalidConfig}, "at least 1ms"},
+		{"negative LockAtLeastFor", Config{Name: "j", LockAtMostFor: time.Second, LockAtLeastFor: -1},
+			[]error{ErrInvalidConfig}, "LockAtLeastFor"},
+		{"LockAtLeastFor over LockAtMostFor", Config{Name: "j", LockAtMostFor: time.Second, LockAtLeastFor: 2 * time.Second},
+			[]error{ErrInvalidConfig}, "must not exceed"},
+		{"negative KeepAlive", Config{Name: "j", LockAtMostFor: time.Second, KeepAlive: -1},
+			[]error{ErrInvalidConfig}, "KeepAlive"},
+		{"KeepAlive not shorter", Config{Name: "j", LockAtMostFor: time.Second, KeepAlive: time.Second},
+			[]error{ErrInvalidConfig}, "shorter"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			err := tc.cfg.Validate()
+			for _, want := range tc.want {
+				if !errors.Is(err, want) {
+					t.Errorf("Validate: %v, want %v", err, want)
+				}
+			}
+			if err == nil || !strings.Contains(err.Error(), tc.message) {
+				t.Errorf("message %q lacks %q", err, tc.message)
+			}
+		})
+	}
+	ok := []Config{
+		{Name: strings.Repeat("é", 64), LockAtMostFor: time.Millisecond},
+		{Name: "j", LockAtMostFor: time.Second, LockAtLeastFor: time.Second},
+		{Name: "j", LockAtMostFor: time.Second, KeepAlive: time.Second / 3},
+	}
+	for _, cfg := range ok {
+		if err := cfg.Validate(); err != nil {
+			t.Errorf("%+v: %v", cfg, err)
+		}
+	}
+}
+
+func TestOptions(t *testing.T) {
+	t.Parallel()
+	db := &sql.DB{} // never used: options fail before any statement
+	for _, tc := range []struct {
+		name string
+		opt  Option
+	}{
+		{"empty table", WithTable("")},
+		{"table with a space", WithTable("shed lock")},
+		{"table with a backtick", WithTable("x`; DROP TABLE y; --")},
+		{"65-character table", WithTable(strings.Repeat("t", 65))},
+		{"two dots", WithTable("a.b.c")},
+		{"empty locked_by", WithLockedBy("")},
+		{"256-character locked_by", WithLockedBy(strings.Repeat("b", 256))},
+		{"zero unlock timeout", WithUnlockTimeout(0)},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if _, err := NewProvider(db, tc.opt); !errors.Is(err, ErrInvalidConfig) {
+				t.Errorf("NewProvider: %v", err)
+			}
+			defer func() {
+				if r := recover(); r == nil {
+					t.Error("New did not panic")
+				}
+			}()
+			New(db, tc.opt)
+		})
+	}
+	if _, err := NewProvider(nil); !errors.Is(err, ErrInvalidConfig) {
+		t.Errorf("nil db: %v", err)
+	}
+	p, err := NewProvider(db, WithTable("jobs.shedlock_2"), WithLockedBy(strings.Repeat("b", 255)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.Table() != "jobs.shedlock_2" || !strings.Contains(p.stmt.update, "`jobs`.`shedlock_2`") {
+		t.Errorf("table %q, statement %q", p.Table(), p.stmt.update)
+	}
+	a, b := New(db), New(db)
+	if a.LockedBy() == b.LockedBy() || a.Table() != DefaultTable {
+		t.Errorf("defaults: %q %q %q", a.LockedBy(), b.LockedBy(), a.Table())
+	}
+	t.Logf("default locked_by: %q", a.LockedBy())
+}
+
+// Bad input against the server: every case fails loudly, with the table
+// or the name in the message.
+func TestBadTables(t *testing.T) {
+	t.Parallel()
+	db := openDB(t)
+	cfg := Config{Name: uniqueName("job"), LockAtMostFor: time.Second}
+	noop := func(context.Context) error { return nil }
+
+	t.Run("missing table", func(t *testing.T) {
+		table := uniqueName("missing")
+		p := New(db, WithTable(table))
+		ran, err := p.Run(bg, cfg, noop)
+		if ran || !errors.Is(err, ErrTableNotFound) ||
+			!strings.Contains(err.Error(), table) || !strings.Contains(err.Error(), "CreateTable") {
+			t.Fatalf("ran %v err %v", ran, err)
+		}
+		t.Log(err)
+		// CreateTable fixes it, and is idempotent.
+		dropLater(t, db, table)
+		for range 2 {
+			if err := p.CreateTable(bg); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if ran, err := p.Run(bg, cfg, noop); !ran || err != nil {
+			t.Fatalf("after CreateTable: ran %v err %v", ran, err)
+		}
+	})
+	t.Run("over-long name never reaches the table", func(t *testing.T) {
+		p := New(db, WithTable(uniqueName("missing")))
+		_, err := p.Run(bg, Config{Name: strings.Repeat("n", 65), LockAtMostFor: time.Second}, noop)
+		if !errors.Is(err, ErrNameTooLong) {
+			t.Fatal(err)
+		}
+	})
+	t.Run("wrong columns", func(t *testing.T) {
+		table := uniqueName("wrong")
+		dropLater(t, db, table)
+		if _, err := db.Exec("CREATE TABLE `" + table + "` (id INT PRIMARY KEY, until DATETIME)"); err != nil {
+			t.Fatal(err)
+		}
+		ran, err := New(db, WithTable(table)).Run(bg, cfg, noop)
+		if ran || !errors.Is(err, ErrBadTable) || !strings.Contains(err.Error(), table) {
+			t.Fatalf("ran %v err %v", ran, err)
+		}
+		t.Log(err)
+	})
+	for _, tc := range []struct{ name, column, job string }{
+		// INSERT IGNORE truncates into a narrow column (ShedLock's lost jobs).
+		{"name column narrower than 64", "VARCHAR(16)", strings.Repeat("n", 40)},
+		// ... and cuts a 4-byte character a utf8mb3 column cannot hold.
+		{"name column without 4-byte characters", "VARCHAR(64) CHARACTER SET utf8mb3", "job-\U0001F600"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			table := uniqueName("narrow")
+			dropLater(t, db, table)
+			if _, err := db.Exec("CREATE TABLE `" + table + "` (name " + tc.column + " NOT NULL, " +
+				"lock_until TIMESTAMP(3) NOT NULL, locked_at TIMESTAMP(3) NOT NULL DEFAULT CURRENT_TIMESTAMP(3), " +
+				"locked_by VARCHAR(255) NOT NULL, PRIMARY KEY (name))"); err != nil {
+				t.Fatal(err)
+			}
+			p := New(db, WithTable(table))
+			c := Config{Name: tc.job, LockAtMostFor: time.Second}
+			for attempt := range 2 { // first run: the insert; second: the mangled row exists
+				ran, err := p.Run(bg, c, noop)
+				if ran || !errors.Is(err, ErrNameNotStorable) {
+					t.Fatalf("attempt %d: ran %v err %v", attempt, ran, err)
+				}
+				t.Logf("attempt %d: %v", attempt, err)
+			}
+		})
+	}
+}
