@@ -122,6 +122,10 @@ func (l *Locker) wait(ctx context.Context, conn *sql.Conn, key, name string, id 
 		timeout, hard, expired := waitTimeout(ctx, flavor)
 		if expired {
 			_ = conn.Close()
+			// The clock is past the deadline, but ctx's timer may not have
+			// fired yet; wait for it (it is due) so that the error matches
+			// ctx.Err() (context.DeadlineExceeded), as documented.
+			<-ctx.Done()
 			return notAcquired(ctx, key, nil)
 		}
 		wctx, cancel := ctx, context.CancelFunc(func() {})
