@@ -2,7 +2,11 @@ package namedlock_test
 
 import (
 	"context"
+	"crypto/sha256"
 	"database/sql"
+	"encoding/hex"
+	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -74,4 +78,155 @@ func holderOf(t testing.TB, db *sql.DB, name string) int64 {
 		t.Fatalf("IS_USED_LOCK(%q): %v", name, err)
 	}
 	return id.Int64
+}
+
+// newInstanceWithPool is newInstance with options for the lock pool.
+func newInstanceWithPool(t testing.TB, poolOpts []pool.Option, opts ...namedlock.Option) *instance {
+	t.Helper()
+	db := openPool(t, testdb.Get(t).DSN, poolOpts...)
+	l, err := namedlock.NewLocker(db, opts...)
+	if err != nil {
+		t.Fatalf("NewLocker: %v", err)
+	}
+	t.Cleanup(func() { _ = l.Close() })
+	return &instance{db: db, locker: l}
+}
+
+// uniqueKey returns a lock key that no other test (or test process) uses.
+func uniqueKey(t testing.TB, suffix string) string {
+	t.Helper()
+	return testdb.UniqueName(t) + ":" + suffix
+}
+
+// admin opens a plain pool on the test server for inspecting it (IS_USED_LOCK,
+// the process list, KILL), closed at the end of the test.
+func admin(t testing.TB) *sql.DB {
+	t.Helper()
+	return testdb.OpenDB(t, testdb.Get(t).DSN)
+}
+
+// testCtx returns a context bounded by d, cancelled at the end of the test.
+func testCtx(t testing.TB, d time.Duration) context.Context {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// mustAcquire acquires key on l within 10 s and fails the test otherwise.
+// The lock is released at the end of the test if still held.
+func mustAcquire(t testing.TB, l *namedlock.Locker, key string) *namedlock.Lock {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	k, err := l.Acquire(ctx, key)
+	if err != nil {
+		t.Fatalf("Acquire(%q): %v", key, err)
+	}
+	t.Cleanup(func() { _ = k.Release(context.Background()) })
+	return k
+}
+
+// eventually polls cond every 10 ms until it is true or d has passed, and
+// fails the test with what in the latter case.
+func eventually(t testing.TB, d time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("after %v: %s", d, what)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// waitingAtServer reports whether some server session is waiting in
+// GET_LOCK for name (MariaDB: state "User lock", MySQL: "Waiting for user
+// level lock").
+func waitingAtServer(t testing.TB, db *sql.DB, name string) bool {
+	t.Helper()
+	var n int
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	err := db.QueryRowContext(ctx, `SELECT COUNT(*) FROM information_schema.PROCESSLIST
+		WHERE STATE IN ('User lock', 'Waiting for user level lock') AND LOCATE(?, INFO) > 0`, name).Scan(&n)
+	if err != nil {
+		t.Fatalf("PROCESSLIST: %v", err)
+	}
+	return n > 0
+}
+
+// killSession kills server session id (KILL CONNECTION).
+func killSession(t testing.TB, db *sql.DB, id int64) {
+	t.Helper()
+	if _, err := db.Exec(fmt.Sprintf("KILL CONNECTION %d", id)); err != nil {
+		t.Fatalf("KILL CONNECTION %d: %v", id, err)
+	}
+}
+
+// wantInUse fails the test unless db has exactly n connections in use.
+func wantInUse(t testing.TB, db *sql.DB, n int) {
+	t.Helper()
+	if got := db.Stats().InUse; got != n {
+		t.Errorf("lock pool: %d connections in use, want %d", got, n)
+	}
+}
+
+// returnsWithin runs fn and fails the test if it has not returned within d
+// (fn then keeps running in the background).
+func returnsWithin(t testing.TB, d time.Duration, what string, fn func()) {
+	t.Helper()
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		fn()
+	}()
+	select {
+	case <-done:
+	case <-time.After(d):
+		t.Fatalf("%s did not return within %v", what, d)
+	}
+}
+
+// tableName returns a table name unique to the test, usable unquoted.
+func tableName(t testing.TB) string {
+	t.Helper()
+	var b strings.Builder
+	b.WriteString("nl_")
+	for _, r := range strings.ToLower(testdb.UniqueName(t)) {
+		if ('a' <= r && r <= 'z') || ('0' <= r && r <= '9') {
+			b.WriteRune(r)
+		} else {
+			b.WriteByte('_')
+		}
+	}
+	name := b.String()
+	if len(name) > 64 {
+		sum := sha256.Sum256([]byte(name))
+		name = name[:40] + "_" + hex.EncodeToString(sum[:])[:20]
+	}
+	return name
+}
+
+// counterTable creates a table (id INT PRIMARY KEY, v INT) on db with rows
+// ids, all v = 0, dropped at the end of the test. It returns its name.
+func counterTable(t testing.TB, db *sqlx.DB, ids ...int) string {
+	t.Helper()
+	name := tableName(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if _, err := db.ExecContext(ctx, "CREATE TABLE "+name+" (id INT PRIMARY KEY, v INT NOT NULL) ENGINE=InnoDB"); err != nil {
+		t.Fatalf("create table: %v", err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		_, _ = db.ExecContext(ctx, "DROP TABLE IF EXISTS "+name)
+	})
+	for _, id := range ids {
+		if _, err := db.ExecContext(ctx, "INSERT INTO "+name+" (id, v) VALUES (?, 0)", id); err != nil {
+			t.Fatalf("insert: %v", err)
+		}
+	}
+	return name
 }
