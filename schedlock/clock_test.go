@@ -80,7 +80,7 @@ func TestDatabaseTimeDecides(t *testing.T) {
 	a := New(db, WithTable(table), WithLockedBy("a"))
 	b := New(db, WithTable(table), WithLockedBy("b"))
 	c := New(db, WithTable(table), WithLockedBy("c"))
-	name := uniqueName("job")
+	name := uniqueName(t)
 	noop := func(context.Context) error { return nil }
 
 	t0 := float64(time.Now().Add(-5*time.Hour).UnixMilli()) / 1000 // the test may read the clock
@@ -119,7 +119,7 @@ func TestExtendToSameValueIsStillHeld(t *testing.T) {
 	db := singleConn(t)
 	table := newTable(t, db)
 	p := New(db, WithTable(table), WithLockedBy("a"))
-	name := uniqueName("job")
+	name := uniqueName(t)
 	setDBTime(t, db, 1_700_000_000.5)
 	lease, err := p.Lock(bg, Config{Name: name, LockAtMostFor: time.Second})
 	if err != nil {

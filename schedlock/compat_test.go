@@ -175,7 +175,7 @@ func TestShedLockHonoursEachOther(t *testing.T) {
 	table := newTable(t, db)
 	java := shedLock{db: db, table: table, lockedBy: "java-node"}
 	p := New(db, WithTable(table), WithLockedBy("go-node"))
-	name := uniqueName("job")
+	name := uniqueName(t)
 	cfg := Config{Name: name, LockAtMostFor: time.Hour}
 	noop := func(context.Context) error { return nil }
 
@@ -215,7 +215,7 @@ func TestTimeZoneMismatchShiftsRows(t *testing.T) {
 	db := singleConn(t)
 	table := newTable(t, db)
 	p := New(db, WithTable(table))
-	name := uniqueName("job")
+	name := uniqueName(t)
 	if _, err := db.Exec("SET time_zone = '+05:00'"); err != nil {
 		t.Fatal(err)
 	}

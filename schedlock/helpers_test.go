@@ -7,38 +7,49 @@ import (
 	"os"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/go-sql-driver/mysql"
 	"go.uber.org/goleak"
+
+	"github.com/namedlock/mysql/internal/testdb"
 )
 
-// TODO: switch to internal/testdb once it is committed.
-
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
-
-const defaultTestDSN = "root@tcp(127.0.0.1:3306)/test?interpolateParams=true&parseTime=true"
-
-func testDSN() string {
-	if dsn := os.Getenv("MYSQL_TEST_DSN"); dsn != "" {
-		return dsn
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if err := testdb.Stop(); err != nil {
+		fmt.Fprintf(os.Stderr, "testdb: %v\n", err)
+		code = 1
 	}
-	return defaultTestDSN
+	if code == 0 {
+		if err := goleak.Find(); err != nil {
+			fmt.Fprintf(os.Stderr, "goleak: %v\n", err)
+			code = 1
+		}
+	}
+	os.Exit(code)
 }
 
-var logServerOnce sync.Map // test name -> logged
+var servers sync.Map // test name -> *testdb.Server, so each test logs its server once
 
-// openDB opens a pool on the test server (with extra DSN parameters, e.g.
-// "timestamp=1700000000"), logs which server it is, and closes it in
-// t.Cleanup.
+// openDB opens a pool on the test server (a real MySQL or MariaDB: the
+// tests skip on the embedded one) with extra DSN parameters, e.g.
+// "time_zone='+05:00'"; testdb.OpenDB closes it in t.Cleanup.
 func openDB(tb testing.TB, params ...string) *sql.DB {
 	tb.Helper()
-	cfg, err := mysql.ParseDSN(testDSN())
+	var srv *testdb.Server
+	if s, ok := servers.Load(tb.Name()); ok {
+		srv = s.(*testdb.Server)
+	} else {
+		srv = testdb.RequireReal(tb) // logs "server: ..."
+		servers.Store(tb.Name(), srv)
+	}
+	cfg, err := mysql.ParseDSN(srv.DSN)
 	if err != nil {
 		tb.Fatalf("parse DSN: %v", err)
 	}
+	cfg.ParseTime = true
 	for _, kv := range params {
 		k, v, _ := strings.Cut(kv, "=")
 		if cfg.Params == nil {
@@ -46,34 +57,25 @@ func openDB(tb testing.TB, params ...string) *sql.DB {
 		}
 		cfg.Params[k] = v
 	}
-	db, err := sql.Open("mysql", cfg.FormatDSN())
-	if err != nil {
-		tb.Fatalf("open: %v", err)
-	}
-	tb.Cleanup(func() { _ = db.Close() })
+	db := testdb.OpenDB(tb, cfg.FormatDSN())
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	var version string
-	if err := db.QueryRowContext(ctx, "SELECT VERSION()").Scan(&version); err != nil {
-		tb.Fatalf("test server %s@%s/%s unreachable (set MYSQL_TEST_DSN): %v", cfg.User, cfg.Addr, cfg.DBName, err)
-	}
-	if _, dup := logServerOnce.LoadOrStore(tb.Name(), true); !dup {
-		tb.Logf("server: %s at %s, database %q, user %q", version, cfg.Addr, cfg.DBName, cfg.User)
+	if err := db.PingContext(ctx); err != nil {
+		tb.Fatalf("%s: %v", srv.Name, err)
 	}
 	return db
 }
 
-var seq atomic.Int64
-
-// uniqueName returns a short name unique to this test process and call.
-func uniqueName(prefix string) string {
-	return fmt.Sprintf("%s_%d_%d", prefix, os.Getpid(), seq.Add(1))
+// uniqueName returns a name unique to this test binary and call, usable as
+// a table name (letters, digits, underscores; at most 60 characters).
+func uniqueName(tb testing.TB) string {
+	return strings.ReplaceAll(testdb.UniqueName(tb), "-", "_")
 }
 
 // newTable creates a fresh ShedLock table and drops it in t.Cleanup.
 func newTable(tb testing.TB, db *sql.DB) string {
 	tb.Helper()
-	table := uniqueName("schedlock_t")
+	table := uniqueName(tb)
 	p := New(db, WithTable(table))
 	if err := p.CreateTable(context.Background()); err != nil {
 		tb.Fatalf("CreateTable: %v", err)

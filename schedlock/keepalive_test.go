@@ -18,7 +18,7 @@ func TestKeepAliveExtendsLongJob(t *testing.T) {
 	table := newTable(t, db)
 	long := New(db, WithTable(table), WithLockedBy("long"))
 	poller := New(openDB(t), WithTable(table), WithLockedBy("poller"))
-	name := uniqueName("job")
+	name := uniqueName(t)
 	cfg := Config{Name: name, LockAtMostFor: 300 * time.Millisecond, KeepAlive: 75 * time.Millisecond}
 
 	stop := make(chan struct{})
@@ -74,7 +74,7 @@ func TestKeepAliveLostCancelsJob(t *testing.T) {
 	db := openDB(t)
 	table := newTable(t, db)
 	p := New(db, WithTable(table), WithLockedBy("victim"))
-	name := uniqueName("job")
+	name := uniqueName(t)
 	cfg := Config{Name: name, LockAtMostFor: 2 * time.Second, KeepAlive: 50 * time.Millisecond}
 	var cause error
 	var noticed time.Duration
@@ -117,7 +117,7 @@ func TestKeepAliveUncertainBecomesLost(t *testing.T) {
 	table := newTable(t, db)
 	own := openDB(t)
 	p := New(own, WithTable(table), WithUnlockTimeout(500*time.Millisecond))
-	cfg := Config{Name: uniqueName("job"), LockAtMostFor: 400 * time.Millisecond, KeepAlive: 100 * time.Millisecond}
+	cfg := Config{Name: uniqueName(t), LockAtMostFor: 400 * time.Millisecond, KeepAlive: 100 * time.Millisecond}
 	lease, err := p.Lock(bg, cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -152,7 +152,7 @@ func TestUnlockStopsKeepAlive(t *testing.T) {
 	table := newTable(t, db)
 	p := New(db, WithTable(table))
 	for i := range 20 {
-		lease, err := p.Lock(bg, Config{Name: uniqueName("job"), LockAtMostFor: 50 * time.Millisecond,
+		lease, err := p.Lock(bg, Config{Name: uniqueName(t), LockAtMostFor: 50 * time.Millisecond,
 			KeepAlive: time.Millisecond})
 		if err != nil {
 			t.Fatal(err)

@@ -77,7 +77,7 @@ func TestThreeInstancesOneRunPerTick(t *testing.T) {
 				instances = append(instances, New(openDB(t), WithTable(table), WithLockedBy(fmt.Sprintf("node-%d", i))))
 			}
 			late := New(openDB(t), WithTable(table), WithLockedBy("node-late"))
-			cfg := Config{Name: uniqueName("job"), LockAtMostFor: 10 * time.Second, LockAtLeastFor: tc.atLeast}
+			cfg := Config{Name: uniqueName(t), LockAtMostFor: 10 * time.Second, LockAtLeastFor: tc.atLeast}
 			perTick, lateRuns := fireTicks(t, instances, late, cfg, ticks, period, lateBy)
 			for tick, n := range perTick {
 				if n != tc.wantRuns && (tc.exact || n < tc.wantRuns) {
@@ -98,7 +98,7 @@ func TestCrashedHolderBlocksUntilLockUntil(t *testing.T) {
 	table := newTable(t, db)
 	crashed := New(openDB(t), WithTable(table), WithLockedBy("crashed"))
 	other := New(openDB(t), WithTable(table), WithLockedBy("survivor"))
-	cfg := Config{Name: uniqueName("job"), LockAtMostFor: time.Second}
+	cfg := Config{Name: uniqueName(t), LockAtMostFor: time.Second}
 
 	// The holder takes the lock and "crashes": it never unlocks, and its
 	// Lease is dropped.
@@ -142,7 +142,7 @@ func TestRunResults(t *testing.T) {
 	db := openDB(t)
 	table := newTable(t, db)
 	p := New(db, WithTable(table))
-	cfg := Config{Name: uniqueName("job"), LockAtMostFor: time.Minute}
+	cfg := Config{Name: uniqueName(t), LockAtMostFor: time.Minute}
 
 	t.Run("fn error is returned with ran", func(t *testing.T) {
 		boom := errors.New("boom")
@@ -229,7 +229,7 @@ func TestUnlockReportsTakeover(t *testing.T) {
 	table := newTable(t, db)
 	slow := New(db, WithTable(table), WithLockedBy("slow"))
 	fast := New(db, WithTable(table), WithLockedBy("fast"))
-	cfg := Config{Name: uniqueName("job"), LockAtMostFor: 200 * time.Millisecond}
+	cfg := Config{Name: uniqueName(t), LockAtMostFor: 200 * time.Millisecond}
 	ran, err := slow.Run(bg, cfg, func(context.Context) error {
 		time.Sleep(300 * time.Millisecond)
 		ran, err := fast.Run(bg, Config{Name: cfg.Name, LockAtMostFor: time.Minute, LockAtLeastFor: time.Minute},
@@ -253,7 +253,7 @@ func TestMutualExclusion(t *testing.T) {
 	t.Parallel()
 	db := openDB(t)
 	table := newTable(t, db)
-	cfg := Config{Name: uniqueName("job"), LockAtMostFor: 10 * time.Second}
+	cfg := Config{Name: uniqueName(t), LockAtMostFor: 10 * time.Second}
 	var inside, maxInside, runs atomic.Int32
 	var wg sync.WaitGroup
 	deadline := time.Now().Add(500 * time.Millisecond)

@@ -111,11 +111,11 @@ func TestOptions(t *testing.T) {
 func TestBadTables(t *testing.T) {
 	t.Parallel()
 	db := openDB(t)
-	cfg := Config{Name: uniqueName("job"), LockAtMostFor: time.Second}
+	cfg := Config{Name: uniqueName(t), LockAtMostFor: time.Second}
 	noop := func(context.Context) error { return nil }
 
 	t.Run("missing table", func(t *testing.T) {
-		table := uniqueName("missing")
+		table := uniqueName(t)
 		p := New(db, WithTable(table))
 		ran, err := p.Run(bg, cfg, noop)
 		if ran || !errors.Is(err, ErrTableNotFound) ||
@@ -135,14 +135,14 @@ func TestBadTables(t *testing.T) {
 		}
 	})
 	t.Run("over-long name never reaches the table", func(t *testing.T) {
-		p := New(db, WithTable(uniqueName("missing")))
+		p := New(db, WithTable(uniqueName(t)))
 		_, err := p.Run(bg, Config{Name: strings.Repeat("n", 65), LockAtMostFor: time.Second}, noop)
 		if !errors.Is(err, ErrNameTooLong) {
 			t.Fatal(err)
 		}
 	})
 	t.Run("wrong columns", func(t *testing.T) {
-		table := uniqueName("wrong")
+		table := uniqueName(t)
 		dropLater(t, db, table)
 		if _, err := db.Exec("CREATE TABLE `" + table + "` (id INT PRIMARY KEY, until DATETIME)"); err != nil {
 			t.Fatal(err)
@@ -160,7 +160,7 @@ func TestBadTables(t *testing.T) {
 		{"name column without 4-byte characters", "VARCHAR(64) CHARACTER SET utf8mb3", "job-\U0001F600"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			table := uniqueName("narrow")
+			table := uniqueName(t)
 			dropLater(t, db, table)
 			if _, err := db.Exec("CREATE TABLE `" + table + "` (name " + tc.column + " NOT NULL, " +
 				"lock_until TIMESTAMP(3) NOT NULL, locked_at TIMESTAMP(3) NOT NULL DEFAULT CURRENT_TIMESTAMP(3), " +
