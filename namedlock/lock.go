@@ -2,6 +2,7 @@ package namedlock
 
 import (
 	"context"
+	"errors"
 	"time"
 )
 
@@ -128,6 +129,11 @@ func (k *Lock) release(ctx context.Context, observe bool) error {
 	l.mu.Unlock()
 	err := s.release(ctx)
 	l.mu.Lock()
+	if errors.Is(err, ErrLockLost) {
+		// Found lost by the release itself: Err and later Releases say so.
+		k.state, k.err = stateLost, err
+		l.stats.lost.Add(1)
+	}
 	l.advanceLocked(q)
 	l.mu.Unlock()
 	if observe {

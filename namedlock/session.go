@@ -244,6 +244,11 @@ func (s *session) release(ctx context.Context) error {
 		return nil
 	}
 	discard(s.conn)
+	if err != nil && ctx.Err() == nil {
+		// The session that held the lock is gone (KILL, restart, network):
+		// the lock went with it, possibly while it was still being used.
+		return fmt.Errorf("%w: %q: RELEASE_LOCK failed, the session that held it is gone: %w", ErrLockLost, s.name, err)
+	}
 	if err != nil {
 		return fmt.Errorf("namedlock: RELEASE_LOCK(%q) not confirmed, its connection was discarded so the server frees the lock when the session ends: %w", s.name, err)
 	}
