@@ -35,6 +35,8 @@ type Locker struct {
 	stop    chan struct{}   // closed by Close: stops the Locker's goroutines
 	bg      context.Context // cancelled by Close: bounds checks and kills
 	bgStop  context.CancelFunc
+	closing context.Context // cancelled (cause ErrClosed) as Close starts: ends server waits
+	closeIt context.CancelCauseFunc
 	wg      sync.WaitGroup // the Locker's goroutines: keep-alive, checks, killer
 	killer  killer
 	flavor  atomic.Int32
@@ -69,6 +71,7 @@ func NewLocker(db *sql.DB, opts ...Option) (*Locker, error) {
 		return nil, err
 	}
 	bg, stop := context.WithCancel(context.Background())
+	closing, closeIt := context.WithCancelCause(context.Background())
 	l := &Locker{
 		db:     db,
 		cfg:    cfg,
@@ -77,6 +80,9 @@ func NewLocker(db *sql.DB, opts ...Option) (*Locker, error) {
 		stop:   make(chan struct{}),
 		bg:     bg,
 		bgStop: stop,
+
+		closing: closing,
+		closeIt: closeIt,
 	}
 	l.killer.l = l
 	return l, nil
@@ -170,6 +176,7 @@ func (l *Locker) Close() error {
 	}
 	close(l.stop)
 	l.mu.Unlock()
+	l.closeIt(ErrClosed) // callers waiting at the server give up
 
 	errs := make([]error, len(sessions))
 	var wg sync.WaitGroup

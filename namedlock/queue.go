@@ -104,8 +104,16 @@ func (l *Locker) received(ctx context.Context, q *queue, key string, g grant) (*
 // acquireAtServer is run by the head of q: it takes the server lock on a
 // pinned connection, then installs itself as q's holder.
 func (l *Locker) acquireAtServer(ctx context.Context, q *queue, key string, try bool) (*Lock, error) {
-	s, err := l.serverAcquire(ctx, key, q.name, try)
+	// Close ends a wait at the server (or for a pool connection) at once.
+	sctx, cancel := context.WithCancelCause(ctx)
+	stop := context.AfterFunc(l.closing, func() { cancel(ErrClosed) })
+	s, err := l.serverAcquire(sctx, key, q.name, try)
+	stop()
+	cancel(nil)
 	l.mu.Lock()
+	if err != nil && l.closed && ctx.Err() == nil {
+		err = ErrClosed
+	}
 	if err == nil && l.closed {
 		l.mu.Unlock()
 		rctx, cancel := context.WithTimeout(context.Background(), l.cfg.releaseTimeout)
