@@ -1,0 +1,92 @@
+package faultproxy
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"os"
+	"testing"
+	"time"
+
+	"github.com/go-sql-driver/mysql"
+	"go.uber.org/goleak"
+
+	"github.com/namedlock/mysql/internal/testdb"
+)
+
+// TestMain stops the test server if testdb started one, then checks that
+// no goroutine outlives the tests: the proxies' links and toxics must all
+// have ended once their proxies were stopped.
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if err := testdb.Stop(); err != nil {
+		fmt.Fprintln(os.Stderr, "testdb:", err)
+		code = 1
+	}
+	if code == 0 {
+		if err := goleak.Find(); err != nil {
+			fmt.Fprintln(os.Stderr, "goleak:", err)
+			code = 1
+		}
+	}
+	os.Exit(code)
+}
+
+// upstream returns the test server and its address.
+func upstream(t *testing.T) (*testdb.Server, string) {
+	t.Helper()
+	s := testdb.Get(t)
+	cfg, err := mysql.ParseDSN(s.DSN)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s, cfg.Addr
+}
+
+// pin returns one connection of db, closed at the end of the test.
+func pin(t *testing.T, db *sql.DB) *sql.Conn {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	c, err := db.Conn(ctx)
+	if err != nil {
+		t.Fatalf("Conn: %v", err)
+	}
+	t.Cleanup(func() { _ = c.Close() })
+	return c
+}
+
+type querier interface {
+	QueryRowContext(context.Context, string, ...any) *sql.Row
+}
+
+// query runs a one-value query under a deadline.
+func query(q querier, d time.Duration, query string, args ...any) (sql.NullString, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	defer cancel()
+	var v sql.NullString
+	err := q.QueryRowContext(ctx, query, args...).Scan(&v)
+	return v, err
+}
+
+// must is query that fails the test on error.
+func must(t *testing.T, q querier, text string, args ...any) sql.NullString {
+	t.Helper()
+	v, err := query(q, 10*time.Second, text, args...)
+	if err != nil {
+		t.Fatalf("%s: %v", text, err)
+	}
+	return v
+}
+
+// eventually polls cond every 20 ms for up to d.
+func eventually(t *testing.T, d time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("not %s after %v", what, d)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
