@@ -1,0 +1,229 @@
+package gocronlock
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+	"unicode/utf8"
+
+	"github.com/go-co-op/gocron/v2"
+
+	"github.com/namedlock/mysql/internal/testdb"
+	"github.com/namedlock/mysql/namedlock"
+	"github.com/namedlock/mysql/pool"
+	"github.com/namedlock/mysql/schedlock"
+)
+
+const ticks = 4
+
+// Three schedulers (three instances, each with its own pool and Provider)
+// fire a job every second; with the lease locker each tick runs once. The
+// job has no name, so gocron's key is the closure's full name, over 64
+// characters: LeaseName maps it.
+func TestLeaseLockerOncePerTick(t *testing.T) {
+	t.Parallel()
+	srv := testdb.RequireReal(t)
+	setup := testdb.OpenDB(t, srv.DSN)
+	table := uniqueName(t)
+	if err := schedlock.New(setup, schedlock.WithTable(table)).CreateTable(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _, _ = setup.Exec("DROP TABLE IF EXISTS `" + table + "`") })
+
+	var lockers []gocron.Locker
+	var counting []*countingLocker
+	for i := range 3 {
+		p := schedlock.New(testdb.OpenDB(t, srv.DSN), schedlock.WithTable(table),
+			schedlock.WithLockedBy(fmt.Sprintf("instance-%d", i)))
+		c := &countingLocker{Locker: NewLeaseLocker(p, 10*time.Second, 500*time.Millisecond)}
+		counting = append(counting, c)
+		lockers = append(lockers, c)
+	}
+	began := time.Now()
+	runs := runSchedulers(t, lockers, "", ticks, nil)
+	checkOncePerTick(t, runs, ticks-1)
+	refused := 0
+	for _, c := range counting {
+		for _, err := range c.refused {
+			if !errors.Is(err, schedlock.ErrLocked) {
+				t.Errorf("Lock refused with %v", err)
+			}
+			refused++
+		}
+	}
+	if refused < 2*(ticks-1) {
+		t.Errorf("%d refused locks for %d ticks", refused, len(runs))
+	}
+	var names []string
+	rows, err := setup.Query("SELECT name FROM `" + table + "`")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for rows.Next() {
+		var n string
+		if err := rows.Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		names = append(names, n)
+	}
+	if err := rows.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if len(names) != 1 || utf8.RuneCountInString(names[0]) != 64 || !strings.Contains(names[0], "#") {
+		t.Errorf("rows %q, want one 64-character mapped name", names)
+	}
+	t.Logf("runs per tick %v, %d refused locks, row %q, took %v", runs, refused, names, time.Since(began))
+}
+
+// The same with the named-lock locker. The job runs longer than the skew
+// between the schedulers' ticks (they are in one process: milliseconds), so
+// the lock, held while it runs, covers each tick.
+func TestNamedLockerOncePerTick(t *testing.T) {
+	t.Parallel()
+	srv := testdb.RequireReal(t)
+	var lockers []gocron.Locker
+	for range 3 {
+		db, err := pool.Open(srv.DSN)
+		if err != nil {
+			t.Fatal(err)
+		}
+		l := namedlock.New(db)
+		t.Cleanup(func() {
+			if err := l.Close(); err != nil {
+				t.Error(err)
+			}
+			_ = db.Close()
+		})
+		lockers = append(lockers, NewNamedLocker(l))
+	}
+	began := time.Now()
+	runs := runSchedulers(t, lockers, testdb.UniqueName(t), ticks, func(string) {
+		time.Sleep(300 * time.Millisecond)
+	})
+	checkOncePerTick(t, runs, ticks-1)
+	t.Logf("runs per tick %v, took %v", runs, time.Since(began))
+}
+
+// Direct use: Lock, a refused Lock, Unlock, for both adapters.
+func TestAdapters(t *testing.T) {
+	t.Parallel()
+	srv := testdb.RequireReal(t)
+	ctx := context.Background()
+
+	t.Run("lease", func(t *testing.T) {
+		db := testdb.OpenDB(t, srv.DSN)
+		table := uniqueName(t)
+		a := schedlock.New(db, schedlock.WithTable(table), schedlock.WithLockedBy("a"))
+		if err := a.CreateTable(ctx); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _, _ = db.Exec("DROP TABLE IF EXISTS `" + table + "`") })
+		b := schedlock.New(db, schedlock.WithTable(table), schedlock.WithLockedBy("b"))
+		la, lb := NewLeaseLocker(a, time.Minute, 0), NewLeaseLocker(b, time.Minute, 0)
+		lk, err := la.Lock(ctx, "report")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := lb.Lock(ctx, "report"); !errors.Is(err, schedlock.ErrLocked) {
+			t.Fatalf("second Lock: %v", err)
+		}
+		// gocron unlocks with the job's context, cancelled at shutdown.
+		cancelled, cancel := context.WithCancel(ctx)
+		cancel()
+		if err := lk.Unlock(cancelled); err != nil {
+			t.Fatal(err)
+		}
+		lk, err = lb.Lock(ctx, "report")
+		if err != nil {
+			t.Fatalf("Lock after Unlock: %v", err)
+		}
+		if err := lk.Unlock(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if err := lk.Unlock(ctx); !errors.Is(err, schedlock.ErrUnlocked) {
+			t.Fatalf("second Unlock: %v", err)
+		}
+	})
+	t.Run("named", func(t *testing.T) {
+		var lockers []gocron.Locker
+		for range 2 {
+			db, err := pool.Open(srv.DSN)
+			if err != nil {
+				t.Fatal(err)
+			}
+			l := namedlock.New(db)
+			t.Cleanup(func() { _ = l.Close(); _ = db.Close() })
+			lockers = append(lockers, NewNamedLocker(l))
+		}
+		key := testdb.UniqueName(t)
+		lk, err := lockers[0].Lock(ctx, key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := lockers[1].Lock(ctx, key); !errors.Is(err, namedlock.ErrNotAcquired) {
+			t.Fatalf("second Lock: %v", err)
+		}
+		cancelled, cancel := context.WithCancel(ctx)
+		cancel()
+		if err := lk.Unlock(cancelled); err != nil {
+			t.Fatal(err)
+		}
+		lk, err = lockers[1].Lock(ctx, key)
+		if err != nil {
+			t.Fatalf("Lock after Unlock: %v", err)
+		}
+		if err := lk.Unlock(ctx); err != nil {
+			t.Fatal(err)
+		}
+	})
+}
+
+func TestLeaseName(t *testing.T) {
+	t.Parallel()
+	short := strings.Repeat("é", 64)
+	if LeaseName(short) != short || LeaseName("report") != "report" {
+		t.Error("names of up to 64 characters must stay as they are")
+	}
+	long1 := "github.com/acme/service/internal/jobs.(*Runner).NightlyReport-fm"
+	long2 := long1 + "2"
+	long1 += "1"
+	n1, n2 := LeaseName(long1), LeaseName(long2)
+	for _, n := range []string{n1, n2, LeaseName(strings.Repeat("ü", 100)), LeaseName(strings.Repeat("\xff", 80))} {
+		if c := utf8.RuneCountInString(n); c != 64 || !utf8.ValidString(n) {
+			t.Errorf("%q: %d characters", n, c)
+		}
+		cfg := schedlock.Config{Name: n, LockAtMostFor: time.Second}
+		if err := cfg.Validate(); err != nil {
+			t.Error(err)
+		}
+	}
+	if n1 == n2 || n1 != LeaseName(long1) || !strings.HasPrefix(n1, long1[:43]) {
+		t.Errorf("%q %q", n1, n2)
+	}
+	t.Logf("%s -> %s", long1, n1)
+}
+
+func TestConstructorsPanic(t *testing.T) {
+	t.Parallel()
+	p := schedlock.New(&sql.DB{})
+	for name, f := range map[string]func(){
+		"nil provider":      func() { NewLeaseLocker(nil, time.Second, 0) },
+		"zero at most":      func() { NewLeaseLocker(p, 0, 0) },
+		"at least > most":   func() { NewLeaseLocker(p, time.Second, time.Minute) },
+		"negative at least": func() { NewLeaseLocker(p, time.Second, -1) },
+		"nil named locker":  func() { NewNamedLocker(nil) },
+	} {
+		func() {
+			defer func() {
+				if recover() == nil {
+					t.Errorf("%s: no panic", name)
+				}
+			}()
+			f()
+		}()
+	}
+}

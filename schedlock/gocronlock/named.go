@@ -1,0 +1,54 @@
+package gocronlock
+
+import (
+	"context"
+	"time"
+
+	"github.com/go-co-op/gocron/v2"
+
+	"github.com/namedlock/mysql/keyfmt"
+	"github.com/namedlock/mysql/namedlock"
+)
+
+// NamedKeyPrefix is the keyfmt prefix of the named locks NewNamedLocker
+// takes: the lock for job "report" is keyfmt.Key("gocron", "report"),
+// "gocron:report".
+const NamedKeyPrefix = "gocron"
+
+// releaseTimeout bounds an Unlock whose context was already cancelled.
+const releaseTimeout = 5 * time.Second
+
+// NewNamedLocker returns a gocron.Locker backed by MySQL named locks: Lock is
+// l.TryAcquire of keyfmt.Key(NamedKeyPrefix, jobName), which fails at once
+// with an error matching namedlock.ErrNotAcquired while another instance
+// runs the job, so gocron skips the run; Unlock releases it. The lock is
+// held exactly while the job runs. It panics if l is nil.
+func NewNamedLocker(l *namedlock.Locker) gocron.Locker {
+	if l == nil {
+		panic("gocronlock: NewNamedLocker with a nil *namedlock.Locker")
+	}
+	return namedLocker{l}
+}
+
+type namedLocker struct{ l *namedlock.Locker }
+
+// Lock implements gocron.Locker.
+func (n namedLocker) Lock(ctx context.Context, key string) (gocron.Lock, error) {
+	lk, err := n.l.TryAcquire(ctx, keyfmt.Key(NamedKeyPrefix, key))
+	if err != nil {
+		return nil, err
+	}
+	return namedLock{lk}, nil
+}
+
+type namedLock struct{ lk *namedlock.Lock }
+
+// Unlock implements gocron.Lock. gocron passes the job's context, which is
+// cancelled at shutdown; the release still runs, for at most 5 seconds.
+// (An unconfirmed release discards the lock's connection, which frees the
+// lock on the server anyway.)
+func (n namedLock) Unlock(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), releaseTimeout)
+	defer cancel()
+	return n.lk.Release(ctx)
+}
