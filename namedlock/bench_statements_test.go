@@ -1,0 +1,97 @@
+package namedlock_test
+
+import (
+	"context"
+	"database/sql"
+	"testing"
+	"time"
+
+	"github.com/namedlock/mysql/internal/mariadbtest"
+	"github.com/namedlock/mysql/namedlock"
+)
+
+// serverCounters reads the global Questions and Com_stmt_prepare counters on
+// conn (one statement, itself counted in Questions).
+func serverCounters(t *testing.T, conn *sql.Conn) (questions, prepares int64) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	rows, err := conn.QueryContext(ctx, "SHOW GLOBAL STATUS WHERE Variable_name IN ('Questions', 'Com_stmt_prepare')")
+	if err != nil {
+		t.Fatalf("SHOW GLOBAL STATUS: %v", err)
+	}
+	defer rows.Close()
+	seen := 0
+	for rows.Next() {
+		var name string
+		var value int64
+		if err := rows.Scan(&name, &value); err != nil {
+			t.Fatalf("SHOW GLOBAL STATUS: %v", err)
+		}
+		switch name {
+		case "Questions":
+			questions = value
+		case "Com_stmt_prepare":
+			prepares = value
+		}
+		seen++
+	}
+	if err := rows.Err(); err != nil || seen != 2 {
+		t.Fatalf("SHOW GLOBAL STATUS: %d of 2 counters, err %v", seen, err)
+	}
+	return questions, prepares
+}
+
+// TestStatementsPerDo counts the statements of an uncontended Do as the
+// server sees them: exactly two (GET_LOCK and RELEASE_LOCK) and no
+// server-side prepare. It runs on a private mariadbd, where nothing but this
+// test sends statements, so the global counters are exact; the keep-alive
+// interval is longer than the test, so no ownership check runs (a check is
+// per held lock and interval, not per Do).
+func TestStatementsPerDo(t *testing.T) {
+	srv := mariadbtest.Start(t)
+	inst := newInstance(t, srv.DSN(), namedlock.WithKeepAlive(20*time.Second))
+	ctl, err := sql.Open("mysql", srv.DSN())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = ctl.Close() })
+	conn, err := ctl.Conn(context.Background())
+	if err != nil {
+		t.Fatalf("control connection: %v", err)
+	}
+	t.Cleanup(func() { _ = conn.Close() })
+
+	ctx := context.Background()
+	key := "statements-per-do"
+	do := func() {
+		t.Helper()
+		if err := inst.locker.Do(ctx, key, func(context.Context) error { return nil }); err != nil {
+			t.Fatalf("Do: %v", err)
+		}
+	}
+	// Warm up: the lock connection is open and everything done once per
+	// connection or per Locker is done.
+	for range 5 {
+		do()
+	}
+	q0, _ := serverCounters(t, conn)
+	q1, p1 := serverCounters(t, conn)
+	own := q1 - q0 // what one reading of the counters adds
+	const n = 100
+	for range n {
+		do()
+	}
+	q2, p2 := serverCounters(t, conn)
+	statements := q2 - q1 - own
+	t.Logf("%d uncontended Do: %d statements (%.2f per Do), %d server-side prepares", n, statements, float64(statements)/n, p2-p1)
+	if statements != 2*n {
+		t.Errorf("%d uncontended Do ran %d statements, want exactly %d (2 per Do)", n, statements, 2*n)
+	}
+	if p2 != p1 {
+		t.Errorf("%d uncontended Do caused %d server-side prepares, want 0", n, p2-p1)
+	}
+	if st := inst.locker.Stats(); st.ServerAcquisitions != n+5 || st.Handoffs != 0 {
+		t.Errorf("Stats: %d server acquisitions and %d handoffs, want %d and 0", st.ServerAcquisitions, st.Handoffs, n+5)
+	}
+}
