@@ -1,0 +1,414 @@
+package pool_test
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"net"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/go-sql-driver/mysql"
+
+	"github.com/namedlock/mysql/internal/testdb"
+	"github.com/namedlock/mysql/pool"
+)
+
+// TestMain finds the test server once (named in every test's output by
+// testdb.Get) and stops whatever it had to start.
+func TestMain(m *testing.M) {
+	testdb.Main(m)
+}
+
+// open calls pool.Open and closes the pool at the end of the test.
+func open(t *testing.T, dsn string, opts ...pool.Option) *sql.DB {
+	t.Helper()
+	db, err := pool.Open(dsn, opts...)
+	if err != nil {
+		t.Fatalf("pool.Open: %v", err)
+	}
+	t.Cleanup(func() { _ = db.Close() })
+	return db
+}
+
+// withParams returns dsn with params added through the driver's Config.
+func withParams(t *testing.T, dsn string, params map[string]string, edit func(*mysql.Config)) string {
+	t.Helper()
+	cfg, err := mysql.ParseDSN(dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.Params == nil {
+		cfg.Params = map[string]string{}
+	}
+	for k, v := range params {
+		cfg.Params[k] = v
+	}
+	if edit != nil {
+		edit(cfg)
+	}
+	return cfg.FormatDSN()
+}
+
+// prepares returns the session's Com_stmt_prepare counter.
+func prepares(t *testing.T, ctx context.Context, c *sql.Conn) int {
+	t.Helper()
+	var name string
+	var n int
+	if err := c.QueryRowContext(ctx, "SHOW SESSION STATUS LIKE 'Com_stmt_prepare'").Scan(&name, &n); err != nil {
+		t.Fatalf("Com_stmt_prepare: %v", err)
+	}
+	return n
+}
+
+// TestOpenInterpolatesParams: a query with arguments on the pool is sent as
+// one text query (no server-side prepare), even when the DSN asks for
+// interpolateParams=false. A plain sql.Open pool on the same DSN does
+// prepare, which shows the check can fail.
+func TestOpenInterpolatesParams(t *testing.T) {
+	t.Parallel()
+	dsn := withParams(t, testdb.Get(t).DSN, nil, func(c *mysql.Config) { c.InterpolateParams = false })
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+
+	delta := func(db *sql.DB) int {
+		c, err := db.Conn(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		before := prepares(t, ctx, c)
+		var got int64
+		if err := c.QueryRowContext(ctx, "SELECT ? + 1", 41).Scan(&got); err != nil || got != 42 {
+			t.Fatalf("parameterized query: %v, %v", got, err)
+		}
+		return prepares(t, ctx, c) - before
+	}
+	if d := delta(open(t, dsn)); d != 0 {
+		t.Errorf("pool.Open: Com_stmt_prepare grew by %d for one parameterized query, want 0 (interpolateParams)", d)
+	}
+	plain, err := sql.Open("mysql", dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer plain.Close()
+	if d := delta(plain); d != 1 {
+		t.Errorf("sql.Open control: Com_stmt_prepare grew by %d, want 1 (the check could not tell)", d)
+	}
+}
+
+// TestOpenClearsReadTimeout: a readTimeout in the DSN would cut a GET_LOCK
+// wait short; the pool ignores it. The control pool with the same DSN fails.
+func TestOpenClearsReadTimeout(t *testing.T) {
+	t.Parallel()
+	dsn := withParams(t, testdb.Get(t).DSN, nil, func(c *mysql.Config) { c.ReadTimeout = 100 * time.Millisecond })
+	if !strings.Contains(dsn, "readTimeout=100ms") {
+		t.Fatalf("DSN %q lacks readTimeout", dsn)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	const query = "SELECT SLEEP(0.4)"
+	var v int
+	if err := open(t, dsn).QueryRowContext(ctx, query).Scan(&v); err != nil {
+		t.Errorf("pool.Open with readTimeout=100ms: a 400ms statement failed: %v", err)
+	}
+	plain, err := sql.Open("mysql", dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer plain.Close()
+	if err := plain.QueryRowContext(ctx, query).Scan(&v); err == nil {
+		t.Error("control: sql.Open with readTimeout=100ms ran a 400ms statement: the check cannot fail")
+	}
+}
+
+// TestOpenLease: pool sessions have wait_timeout = the lease (whole seconds,
+// rounded up), whatever the DSN says.
+func TestOpenLease(t *testing.T) {
+	t.Parallel()
+	base := testdb.Get(t).DSN
+	for _, tc := range []struct {
+		name string
+		dsn  string
+		opts []pool.Option
+		want int
+	}{
+		{"default", base, nil, int(pool.DefaultLease / time.Second)},
+		{"5s", base, []pool.Option{pool.WithLease(5 * time.Second)}, 5},
+		{"2.5s rounds up", base, []pool.Option{pool.WithLease(2500 * time.Millisecond)}, 3},
+		{"DSN says 600", withParams(t, base, map[string]string{"wait_timeout": "600"}, nil), []pool.Option{pool.WithLease(7 * time.Second)}, 7},
+	} {
+		db := open(t, tc.dsn, tc.opts...)
+		// Every connection of the pool, not just the first: take two at once.
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		c1, err1 := db.Conn(ctx)
+		c2, err2 := db.Conn(ctx)
+		if err1 != nil || err2 != nil {
+			t.Fatal(err1, err2)
+		}
+		for _, c := range []*sql.Conn{c1, c2} {
+			var got int
+			if err := c.QueryRowContext(ctx, "SELECT @@session.wait_timeout").Scan(&got); err != nil {
+				t.Fatal(err)
+			}
+			if got != tc.want {
+				t.Errorf("%s: @@session.wait_timeout = %d, want %d", tc.name, got, tc.want)
+			}
+		}
+		_ = c1.Close()
+		_ = c2.Close()
+		cancel()
+	}
+}
+
+// TestOpenMaxConns: WithMaxConns bounds the pool's open connections; the
+// connection after the last one waits and gives up with its ctx.
+func TestOpenMaxConns(t *testing.T) {
+	t.Parallel()
+	db := open(t, testdb.Get(t).DSN, pool.WithMaxConns(2))
+	if got := db.Stats().MaxOpenConnections; got != 2 {
+		t.Errorf("MaxOpenConnections = %d, want 2", got)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	var conns []*sql.Conn
+	for range 2 {
+		c, err := db.Conn(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		conns = append(conns, c)
+	}
+	short, cancelShort := context.WithTimeout(ctx, 150*time.Millisecond)
+	defer cancelShort()
+	if c, err := db.Conn(short); !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("third connection on a pool of 2 = %v, want DeadlineExceeded", err)
+		if c != nil {
+			_ = c.Close()
+		}
+	}
+	if got := db.Stats().OpenConnections; got != 2 {
+		t.Errorf("OpenConnections = %d, want 2", got)
+	}
+	for _, c := range conns {
+		_ = c.Close()
+	}
+	// Kept idle for reuse, not closed.
+	if st := db.Stats(); st.Idle != 2 || st.OpenConnections != 2 {
+		t.Errorf("after returning both: Idle %d, Open %d; want 2 and 2", st.Idle, st.OpenConnections)
+	}
+	if got := open(t, testdb.Get(t).DSN).Stats().MaxOpenConnections; got != pool.DefaultMaxConns {
+		t.Errorf("default MaxOpenConnections = %d, want %d", got, pool.DefaultMaxConns)
+	}
+}
+
+// TestOpenInvalidOptions: options out of range are refused, naming the
+// option, before any connection is made (the DSN points nowhere).
+func TestOpenInvalidOptions(t *testing.T) {
+	t.Parallel()
+	const nowhere = "root@tcp(127.0.0.1:1)/test"
+	for _, tc := range []struct {
+		opt  pool.Option
+		want string
+	}{
+		{pool.WithMaxConns(0), "WithMaxConns(0)"},
+		{pool.WithMaxConns(-3), "WithMaxConns(-3)"},
+		{pool.WithLease(time.Second), "WithLease(1s)"},
+		{pool.WithLease(-time.Second), "WithLease(-1s)"},
+		{pool.WithConnectTimeout(0), "WithConnectTimeout(0s)"},
+	} {
+		start := time.Now()
+		db, err := pool.Open(nowhere, tc.opt)
+		if err == nil {
+			_ = db.Close()
+			t.Errorf("%s accepted", tc.want)
+			continue
+		}
+		if !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("error %q does not name %s", err, tc.want)
+		}
+		if time.Since(start) > 100*time.Millisecond {
+			t.Errorf("%s: took %v: the option must be refused before connecting", tc.want, time.Since(start))
+		}
+	}
+}
+
+// TestOpenBadDSN: a DSN the driver cannot parse is an error that does not
+// repeat the password.
+func TestOpenBadDSN(t *testing.T) {
+	t.Parallel()
+	for _, dsn := range []string{
+		"not a dsn",
+		"root:secretpw@tcp(127.0.0.1:3306/test",      // missing ')'
+		"root:secretpw@tcp(127.0.0.1:3306)/test?x=%zz", // bad escape
+		"root:secretpw@tcp(127.0.0.1:3306)/test?readTimeout=soon",
+	} {
+		db, err := pool.Open(dsn)
+		if err == nil {
+			_ = db.Close()
+			t.Errorf("Open(%q) succeeded", dsn)
+			continue
+		}
+		if strings.Contains(err.Error(), "secretpw") {
+			t.Errorf("Open(%q) error contains the password: %v", dsn, err)
+		}
+		if !strings.HasPrefix(err.Error(), "pool:") {
+			t.Errorf("Open(%q) error %q lacks the package prefix", dsn, err)
+		}
+	}
+}
+
+// TestOpenUnreachable: a server that does not answer, or refuses the
+// credentials, is an error naming the address, never the password.
+func TestOpenUnreachable(t *testing.T) {
+	t.Parallel()
+	cfg, err := mysql.ParseDSN(testdb.RequireReal(t).DSN)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wrongPw := *cfg
+	wrongPw.User, wrongPw.Passwd = "root", "secretpw"
+	nowhere := *cfg
+	nowhere.Net, nowhere.Addr, nowhere.Passwd = "tcp", "127.0.0.1:1", "secretpw"
+	for _, tc := range []struct {
+		name, dsn, addr string
+	}{
+		{"closed port", nowhere.FormatDSN(), "127.0.0.1:1"},
+		{"wrong password", wrongPw.FormatDSN(), cfg.Addr},
+	} {
+		start := time.Now()
+		db, err := pool.Open(tc.dsn, pool.WithConnectTimeout(5*time.Second))
+		if err == nil {
+			_ = db.Close()
+			t.Errorf("%s: Open succeeded", tc.name)
+			continue
+		}
+		t.Logf("%s: %v", tc.name, err)
+		if !strings.Contains(err.Error(), tc.addr) {
+			t.Errorf("%s: error %q does not name the address %s", tc.name, err, tc.addr)
+		}
+		if strings.Contains(err.Error(), "secretpw") {
+			t.Errorf("%s: error contains the password: %v", tc.name, err)
+		}
+		for u := errors.Unwrap(err); u != nil; u = errors.Unwrap(u) {
+			if strings.Contains(u.Error(), "secretpw") {
+				t.Errorf("%s: a wrapped error contains the password: %v", tc.name, u)
+			}
+		}
+		if errors.Is(err, pool.ErrUnsupportedServer) {
+			t.Errorf("%s: %v matches ErrUnsupportedServer: the server was never reached", tc.name, err)
+		}
+		if el := time.Since(start); el > 6*time.Second {
+			t.Errorf("%s: took %v with a 5s connect timeout", tc.name, el)
+		}
+	}
+}
+
+// TestOpenConnectTimeout: a server that accepts TCP but never answers the
+// handshake is given up after the connect timeout.
+func TestOpenConnectTimeout(t *testing.T) {
+	t.Parallel()
+	ln := listenSilently(t)
+	start := time.Now()
+	db, err := pool.Open("root:secretpw@tcp("+ln+")/test", pool.WithConnectTimeout(300*time.Millisecond))
+	el := time.Since(start)
+	if err == nil {
+		_ = db.Close()
+		t.Fatal("Open succeeded against a silent server")
+	}
+	if !strings.Contains(err.Error(), ln) || strings.Contains(err.Error(), "secretpw") {
+		t.Errorf("error %q: want the address %s and no password", err, ln)
+	}
+	if el < 250*time.Millisecond || el > 2*time.Second {
+		t.Errorf("gave up after %v, want about 300ms", el)
+	}
+}
+
+// TestOpenSupportedServer: the test server passes the named-lock probe.
+//
+// ErrUnsupportedServer itself is testable here only by design: Open returns
+// it when SHOW VARIABLES LIKE 'wsrep_on' answers ON (Galera / Percona XtraDB
+// Cluster) or the GET_LOCK probe does not answer 1 and 1, and no such server
+// runs on this machine (its MariaDB reports wsrep_on = OFF, which is checked
+// below), so that refusal cannot be exercised against a real server here.
+func TestOpenSupportedServer(t *testing.T) {
+	t.Parallel()
+	srv := testdb.RequireReal(t)
+	db := open(t, srv.DSN)
+	var name, value string
+	err := db.QueryRow("SHOW VARIABLES LIKE 'wsrep_on'").Scan(&name, &value)
+	if err != nil && !errors.Is(err, sql.ErrNoRows) {
+		t.Fatal(err)
+	}
+	if strings.EqualFold(value, "ON") {
+		t.Fatalf("wsrep_on = ON, yet pool.Open accepted the server")
+	}
+	t.Logf("wsrep_on = %q (%v)", value, err)
+}
+
+// TestControlConnector: pools from Open have a connector for control
+// connections outside the pool, which connects to the same server; any other
+// *sql.DB has none.
+func TestControlConnector(t *testing.T) {
+	t.Parallel()
+	dsn := testdb.Get(t).DSN
+	db := open(t, dsn)
+	c := pool.ControlConnector(db)
+	if c == nil {
+		t.Fatal("ControlConnector(pool.Open pool) = nil")
+	}
+	ctrl := sql.OpenDB(c)
+	defer ctrl.Close()
+	if err := ctrl.Ping(); err != nil {
+		t.Errorf("control connection: %v", err)
+	}
+	plain, err := sql.Open("mysql", dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer plain.Close()
+	if pool.ControlConnector(plain) != nil {
+		t.Error("ControlConnector(sql.Open pool) != nil")
+	}
+	other := open(t, dsn)
+	if pool.ControlConnector(other) == c {
+		t.Error("two pools share one connector")
+	}
+}
+
+// listenSilently accepts TCP connections on 127.0.0.1 and never writes: a
+// server that hangs in the handshake. It returns the address.
+func listenSilently(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	var conns []net.Conn
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			mu.Lock()
+			conns = append(conns, c)
+			mu.Unlock()
+		}
+	}()
+	t.Cleanup(func() {
+		_ = ln.Close()
+		<-done
+		mu.Lock()
+		for _, c := range conns {
+			_ = c.Close()
+		}
+		mu.Unlock()
+	})
+	return ln.Addr().String()
+}
