@@ -241,7 +241,7 @@ func TestOpenBadDSN(t *testing.T) {
 	t.Parallel()
 	for _, dsn := range []string{
 		"not a dsn",
-		"root:secretpw@tcp(127.0.0.1:3306/test",      // missing ')'
+		"root:secretpw@tcp(127.0.0.1:3306/test",        // missing ')'
 		"root:secretpw@tcp(127.0.0.1:3306)/test?x=%zz", // bad escape
 		"root:secretpw@tcp(127.0.0.1:3306)/test?readTimeout=soon",
 	} {
