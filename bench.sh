@@ -1,0 +1,41 @@
+#!/usr/bin/env bash
+# bench.sh runs the namedlock benchmarks against the test server (see
+# internal/testdb: $MYSQL_TEST_DSN, else 127.0.0.1:3306, ...) and prints a
+# markdown table of the ratios to their raw floors, with the targets of
+# issue 4. The raw `go test -bench` output goes to standard error (and to
+# $BENCH_OUT if set); the table to standard output.
+#
+#   ./bench.sh                 # -benchtime=2s -count=5 (about 3 minutes)
+#   ./bench.sh -short          # -benchtime=100x -count=1: proves they run (CI)
+#   BENCHTIME=5s COUNT=3 BENCH='HotKey|TwoInstances' ./bench.sh
+#   NAMEDLOCK_BENCH_HANDOFF=64,10ms ./bench.sh   # other handoff bounds
+#
+# Extra arguments go to `go test` (e.g. -cpuprofile cpu.out). Timing is never
+# pass/fail: the exit status is go test's.
+set -euo pipefail
+cd "$(dirname "$0")"
+
+benchtime=${BENCHTIME:-2s}
+count=${COUNT:-5}
+if [[ "${1:-}" == "-short" || -n "${BENCH_SHORT:-}" ]]; then
+	[[ "${1:-}" == "-short" ]] && shift
+	benchtime=100x
+	count=1
+fi
+
+out=${BENCH_OUT:-$(mktemp)}
+[[ -n "${BENCH_OUT:-}" ]] || trap 'rm -f "$out"' EXIT
+
+cmd=(go test -run '^$' -bench "${BENCH:-.}" -benchtime "$benchtime" -count "$count" -benchmem "$@" ./namedlock/)
+# shown is cmd as one would type it: arguments with shell characters quoted.
+shown=
+for a in "${cmd[@]}"; do
+	[[ "$a" =~ ^[A-Za-z0-9_./=,:+-]+$ ]] || a="'$a'"
+	shown+="${shown:+ }$a"
+done
+echo "$shown" >&2
+"${cmd[@]}" | tee "$out" >&2
+
+echo "\`$shown\`${NAMEDLOCK_BENCH_HANDOFF:+ with NAMEDLOCK_BENCH_HANDOFF=$NAMEDLOCK_BENCH_HANDOFF}"
+echo
+go run ./internal/benchtable <"$out"

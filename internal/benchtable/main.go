@@ -1,0 +1,150 @@
+// Command benchtable reads the output of `go test -bench` for package
+// namedlock on standard input and prints a markdown table of the measured
+// ratios against their targets (issue 4): the median over the -count runs,
+// with the range. bench.sh at the repository root runs it.
+//
+//	go test -run '^$' -bench . -count 5 -benchmem ./namedlock/ | go run ./internal/benchtable
+package main
+
+import (
+	"bufio"
+	"fmt"
+	"io"
+	"os"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+)
+
+// target is one row of the table: a metric of a benchmark and, when the
+// metric has a target, the bound it must meet.
+type target struct {
+	bench  string  // benchmark name without "Benchmark" and the -P suffix
+	metric string  // the unit reported by the benchmark
+	what   string  // what the row says
+	op     string  // "<=", ">=", or "" for a row without a target
+	bound  float64 // the target
+	format string  // fmt verb for values
+}
+
+// targets lists the table's rows, in order.
+var targets = []target{
+	{"Uncontended", "lib/raw", "uncontended Do, time vs raw floor (alternating)", "<=", 1.10, "%.3f"},
+	{"Uncontended", "raw-ns/op", "uncontended raw floor, ns per section", "", 0, "%.0f"},
+	{"Uncontended", "lib-ns/op", "uncontended Do, ns per section", "", 0, "%.0f"},
+	{"HotKey", "lib/raw", "1 key, 16 goroutines, throughput vs raw server queue", ">=", 20, "%.2f"},
+	{"HotKey", "raw-sections/s", "1 key, raw floor, sections/s", "", 0, "%.0f"},
+	{"HotKey", "lib-sections/s", "1 key, library, sections/s", "", 0, "%.0f"},
+	{"HotKey", "handoffs/server-lock", "1 key, handoffs per server acquisition", "", 0, "%.1f"},
+	{"DistinctKeys", "lib/raw", "16 keys, 16 goroutines, throughput vs raw", ">=", 0.95, "%.3f"},
+	{"TwoInstances", "min-share-%", "2 instances × 8 goroutines, 1 key: smaller share, %", ">=", 35, "%.1f"},
+	{"TwoInstances", "lib/raw", "2 instances × 8 goroutines, 1 key: throughput vs raw", "", 0, "%.2f"},
+	{"UncontendedDo", "allocs/op", "allocations per uncontended Do", "", 0, "%.0f"},
+	{"UncontendedDo", "B/op", "bytes allocated per uncontended Do", "", 0, "%.0f"},
+	{"UncontendedRaw", "allocs/op", "allocations per raw section (database/sql + driver)", "", 0, "%.0f"},
+}
+
+// results maps benchmark name, then metric unit, to the values of each run.
+type results map[string]map[string][]float64
+
+var benchLine = regexp.MustCompile(`^Benchmark(\S+?)(?:-\d+)?\s+\d+\s+(.*)$`)
+
+// parse reads `go test -bench` output. It returns the results and the
+// header lines worth repeating (cpu, server).
+func parse(r io.Reader) (results, []string, error) {
+	res := results{}
+	var header []string
+	seen := map[string]bool{}
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 64*1024), 1024*1024)
+	for sc.Scan() {
+		line := strings.TrimSpace(sc.Text())
+		if strings.HasPrefix(line, "cpu:") || strings.Contains(line, "server: ") {
+			h := line
+			if i := strings.Index(line, "server: "); i >= 0 {
+				h = line[i:]
+			}
+			if !seen[h] {
+				seen[h] = true
+				header = append(header, h)
+			}
+			continue
+		}
+		m := benchLine.FindStringSubmatch(line)
+		if m == nil {
+			continue
+		}
+		fields := strings.Fields(m[2])
+		if res[m[1]] == nil {
+			res[m[1]] = map[string][]float64{}
+		}
+		for i := 0; i+1 < len(fields); i += 2 {
+			v, err := strconv.ParseFloat(fields[i], 64)
+			if err != nil {
+				return nil, nil, fmt.Errorf("%q: value %q: %v", line, fields[i], err)
+			}
+			res[m[1]][fields[i+1]] = append(res[m[1]][fields[i+1]], v)
+		}
+	}
+	return res, header, sc.Err()
+}
+
+func median(vs []float64) float64 {
+	s := slices.Clone(vs)
+	slices.Sort(s)
+	n := len(s)
+	if n%2 == 1 {
+		return s[n/2]
+	}
+	return (s[n/2-1] + s[n/2]) / 2
+}
+
+// table writes the markdown table of res to w, and reports whether every
+// target that was measured is met by the median.
+func table(w io.Writer, res results) bool {
+	fmt.Fprintln(w, "| measure | target | median | range | runs | met |")
+	fmt.Fprintln(w, "|---|---|---|---|---|---|")
+	ok := true
+	for _, t := range targets {
+		vs := res[t.bench][t.metric]
+		if len(vs) == 0 {
+			continue
+		}
+		med := median(vs)
+		goal, met := "", ""
+		if t.op != "" {
+			goal = t.op + " " + strconv.FormatFloat(t.bound, 'f', -1, 64)
+			good := med <= t.bound
+			if t.op == ">=" {
+				good = med >= t.bound
+			}
+			met = "yes"
+			if !good {
+				met, ok = "**no**", false
+			}
+		}
+		rng := fmt.Sprintf(t.format+" – "+t.format, slices.Min(vs), slices.Max(vs))
+		fmt.Fprintf(w, "| %s | %s | "+t.format+" | %s | %d | %s |\n", t.what, goal, med, rng, len(vs), met)
+	}
+	return ok
+}
+
+func main() {
+	res, header, err := parse(os.Stdin)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "benchtable:", err)
+		os.Exit(2)
+	}
+	if len(res) == 0 {
+		fmt.Fprintln(os.Stderr, "benchtable: no benchmark results on standard input")
+		os.Exit(2)
+	}
+	for _, h := range header {
+		fmt.Println(h + "  ")
+	}
+	if len(header) > 0 {
+		fmt.Println()
+	}
+	table(os.Stdout, res)
+}
