@@ -1,0 +1,190 @@
+package namedlock_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log"
+	"os"
+	"strconv"
+	"time"
+
+	"github.com/jmoiron/sqlx"
+
+	"github.com/namedlock/mysql/keyfmt"
+	"github.com/namedlock/mysql/namedlock"
+	"github.com/namedlock/mysql/pool"
+)
+
+// exampleDSN is the server the examples run against: $MYSQL_TEST_DSN, or
+// the local test server.
+func exampleDSN() string {
+	if dsn := os.Getenv("MYSQL_TEST_DSN"); dsn != "" {
+		return dsn
+	}
+	return "root@tcp(127.0.0.1:3306)/test"
+}
+
+// exampleID keeps the examples' keys apart from those of another test
+// process running the same examples on the same server.
+var exampleID = strconv.Itoa(os.Getpid())
+
+func ExampleNew() {
+	// The lock pool is dedicated to locks: never the application's pool.
+	db, err := pool.Open(exampleDSN())
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer db.Close()
+
+	locker := namedlock.New(db, namedlock.WithKeepAlive(time.Second))
+	defer locker.Close()
+
+	err = locker.Do(context.Background(), keyfmt.Key("product", 42), func(ctx context.Context) error {
+		fmt.Println("only one instance runs this at a time")
+		return nil
+	})
+	fmt.Println("err:", err)
+	// Output:
+	// only one instance runs this at a time
+	// err: <nil>
+}
+
+func ExampleLocker_Do() {
+	db, err := pool.Open(exampleDSN())
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer db.Close()
+	locker := namedlock.New(db)
+	defer locker.Close()
+
+	// Wait at most 5 s for the lock. fn's ctx is cancelled if the lock is
+	// lost while fn runs; fn's error comes back as is.
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	errOutOfStock := errors.New("out of stock")
+	err = locker.Do(ctx, "stock/"+exampleID+"/42", func(ctx context.Context) error {
+		return errOutOfStock
+	})
+	fmt.Println(errors.Is(err, errOutOfStock))
+	// Output:
+	// true
+}
+
+func ExampleLocker_TryDo() {
+	db, err := pool.Open(exampleDSN())
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer db.Close()
+	// Two Lockers stand for two instances of a service (each would have
+	// its own pool).
+	a, b := namedlock.New(db), namedlock.New(db)
+	defer a.Close()
+	defer b.Close()
+
+	ctx := context.Background()
+	key := "jobs/" + exampleID + "/nightly-report"
+	held, err := a.Acquire(ctx, key)
+	if err != nil {
+		log.Fatal(err)
+	}
+	err = b.TryDo(ctx, key, func(ctx context.Context) error {
+		fmt.Println("not printed: the key is held")
+		return nil
+	})
+	fmt.Println("while held:", errors.Is(err, namedlock.ErrNotAcquired))
+
+	_ = held.Release(ctx)
+	err = b.TryDo(ctx, key, func(ctx context.Context) error {
+		fmt.Println("report runs")
+		return nil
+	})
+	fmt.Println("after release:", err)
+	// Output:
+	// while held: true
+	// report runs
+	// after release: <nil>
+}
+
+func ExampleLocker_Acquire() {
+	db, err := pool.Open(exampleDSN())
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer db.Close()
+	a, b := namedlock.New(db), namedlock.New(db)
+	defer a.Close()
+	defer b.Close()
+
+	key := "invoice/" + exampleID + "/2024-03"
+	lock, err := a.Acquire(context.Background(), key)
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println("held:", lock.Err() == nil)
+
+	// Another instance gives up after 300 ms: the error matches both
+	// ErrNotAcquired and the context's error.
+	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	defer cancel()
+	_, err = b.Acquire(ctx, key)
+	fmt.Println(errors.Is(err, namedlock.ErrNotAcquired), errors.Is(err, context.DeadlineExceeded))
+
+	fmt.Println("release:", lock.Release(context.Background()))
+	<-lock.Done()
+	fmt.Println("again:", errors.Is(lock.Release(context.Background()), namedlock.ErrNotHeld))
+	// Output:
+	// held: true
+	// true true
+	// release: <nil>
+	// again: true
+}
+
+func ExampleLocker_DoTx() {
+	lockDB, err := pool.Open(exampleDSN())
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer lockDB.Close()
+	// The application's primary pool: the transaction runs here.
+	primary, err := sqlx.Open("mysql", exampleDSN())
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer primary.Close()
+	table := "namedlock_example_stock_" + exampleID
+	ctx := context.Background()
+	if _, err := primary.ExecContext(ctx, "CREATE TABLE "+table+" (id INT PRIMARY KEY, qty INT NOT NULL)"); err != nil {
+		log.Fatal(err)
+	}
+	defer primary.ExecContext(ctx, "DROP TABLE "+table)
+	if _, err := primary.ExecContext(ctx, "INSERT INTO "+table+" VALUES (42, 3)"); err != nil {
+		log.Fatal(err)
+	}
+
+	locker := namedlock.New(lockDB)
+	defer locker.Close()
+	decrement := func(ctx context.Context, tx *sqlx.Tx) error {
+		var qty int
+		if err := tx.GetContext(ctx, &qty, "SELECT qty FROM "+table+" WHERE id = ?", 42); err != nil {
+			return err
+		}
+		if qty == 0 {
+			return errors.New("out of stock")
+		}
+		_, err := tx.ExecContext(ctx, "UPDATE "+table+" SET qty = ? WHERE id = ?", qty-1, 42)
+		return err
+	}
+	// Committed before the lock is released: the next holder sees it.
+	for range 4 {
+		err := locker.DoTx(ctx, "product/"+exampleID+"/42", primary, nil, decrement)
+		fmt.Println(err)
+	}
+	// Output:
+	// <nil>
+	// <nil>
+	// <nil>
+	// out of stock
+}
