@@ -20,6 +20,10 @@
 //
 // (or calls Stop itself after m.Run, before a final goleak.Find).
 //
+// A server's Flavor comes from SELECT VERSION() ("MariaDB" in it: MariaDB)
+// and @@version_comment ("Dolt": go-mysql-server, Embedded, wherever it runs),
+// else MySQL.
+//
 // The embedded server lacks what only a real server does (see package
 // internal/embedded: whole-second GET_LOCK timeouts, waits that ignore
 // disconnects and KILL, no wait_timeout); tests of those behaviours call

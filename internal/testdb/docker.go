@@ -49,12 +49,12 @@ func startDocker() (*Server, func() error, error) {
 
 	dsn := "root@tcp(" + res.GetHostPort("3306/tcp") + ")/test"
 	pool.MaxWait = dockerMaxWait
-	var version string
+	var id identity
 	if err := pool.Retry(func() (err error) {
-		version, err = probe(dsn, ProbeTimeout)
+		id, err = probe(dsn, ProbeTimeout)
 		return err
 	}); err != nil {
 		return nil, nil, errors.Join(fmt.Errorf("%s never answered at %s: %w", DockerImage, dsn, err), purge())
 	}
-	return describe(&Server{DSN: dsn}, version, "from docker "+DockerImage+" container"), purge, nil
+	return describe(&Server{DSN: dsn}, id, "from docker "+DockerImage+" container"), purge, nil
 }

@@ -47,8 +47,8 @@ type Server struct {
 	// Name says what it is, where, and how it was found, for test output:
 	// "MariaDB 10.11.19 at 127.0.0.1:3306 (from 127.0.0.1:3306 probe)".
 	Name string
-	// Flavor is its kind, from SELECT VERSION() (Embedded when testdb
-	// started the embedded server).
+	// Flavor is its kind: MariaDB if SELECT VERSION() contains "MariaDB",
+	// Embedded for go-mysql-server (@@version_comment "Dolt"), else MySQL.
 	Flavor Flavor
 	// Version is what SELECT VERSION() returned, e.g.
 	// "10.11.19-MariaDB-0+deb12u1" or "8.4.3".
@@ -61,10 +61,14 @@ type Server struct {
 // go-mysql-server.
 func (s *Server) Real() bool { return s.Flavor != Embedded }
 
-// flavorOf classifies a VERSION() string.
-func flavorOf(version string) Flavor {
-	if strings.Contains(strings.ToLower(version), "mariadb") {
+// flavorOf classifies a server by VERSION() and @@version_comment.
+// go-mysql-server calls itself "8.0.31" with the comment "Dolt".
+func flavorOf(version, comment string) Flavor {
+	switch {
+	case strings.Contains(strings.ToLower(version), "mariadb"):
 		return MariaDB
+	case strings.EqualFold(comment, "Dolt"):
+		return Embedded
 	}
 	return MySQL
 }
@@ -78,13 +82,17 @@ func shortVersion(version string) string {
 	return version[:end]
 }
 
-// describe fills in Flavor (unless set), Version and Name from version, the
+// describe fills in Flavor, Version and Name from what probe found, the
 // DSN's address and how the server was found.
-func describe(s *Server, version, from string) *Server {
-	s.Version = version
+func describe(s *Server, id identity, from string) *Server {
+	s.Version = id.version
 	if s.Flavor == 0 {
-		s.Flavor = flavorOf(version)
+		s.Flavor = flavorOf(id.version, id.comment)
 	}
+	if s.Flavor == Embedded && s.why == "" {
+		s.why = "the server (" + from + ") is go-mysql-server"
+	}
+	version := id.version
 	addr := "?"
 	if cfg, err := mysql.ParseDSN(s.DSN); err == nil {
 		addr = cfg.Addr
@@ -93,26 +101,36 @@ func describe(s *Server, version, from string) *Server {
 	return s
 }
 
-// probe connects to dsn and returns SELECT VERSION(), within about timeout.
-func probe(dsn string, timeout time.Duration) (string, error) {
+// identity is what a server says it is.
+type identity struct {
+	version string // SELECT VERSION()
+	comment string // SELECT @@version_comment, "" if unknown
+}
+
+// probe connects to dsn and asks what it is, within about timeout.
+func probe(dsn string, timeout time.Duration) (identity, error) {
+	var id identity
 	cfg, err := mysql.ParseDSN(dsn)
 	if err != nil {
-		return "", fmt.Errorf("parse DSN: %w", err)
+		return id, fmt.Errorf("parse DSN: %w", err)
 	}
 	if cfg.Timeout == 0 || cfg.Timeout > timeout {
 		cfg.Timeout = timeout // dial timeout
 	}
 	connector, err := mysql.NewConnector(cfg)
 	if err != nil {
-		return "", err
+		return id, err
 	}
 	db := sql.OpenDB(connector)
 	defer db.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
-	var version string
-	if err := db.QueryRowContext(ctx, "SELECT VERSION()").Scan(&version); err != nil {
-		return "", err
+	if err := db.QueryRowContext(ctx, "SELECT VERSION()").Scan(&id.version); err != nil {
+		return id, err
 	}
-	return version, nil
+	var comment sql.NullString
+	if db.QueryRowContext(ctx, "SELECT @@version_comment").Scan(&comment) == nil {
+		id.comment = comment.String
+	}
+	return id, nil
 }

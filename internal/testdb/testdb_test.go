@@ -122,16 +122,17 @@ func TestSanitize(t *testing.T) {
 
 func TestFlavorOfVersion(t *testing.T) {
 	for _, tc := range []struct {
-		version, short string
-		flavor         Flavor
+		version, comment, short string
+		flavor                  Flavor
 	}{
-		{"10.11.19-MariaDB-0+deb12u1", "10.11.19", MariaDB},
-		{"11.4.2-MariaDB-log", "11.4.2", MariaDB},
-		{"8.4.3", "8.4.3", MySQL},
-		{"8.0.36-28", "8.0.36", MySQL},
-		{"8.0.11-TiDB-v7.5.0", "8.0.11", MySQL},
+		{"10.11.19-MariaDB-0+deb12u1", "Debian 12", "10.11.19", MariaDB},
+		{"11.4.2-MariaDB-log", "", "11.4.2", MariaDB},
+		{"8.4.3", "MySQL Community Server - GPL", "8.4.3", MySQL},
+		{"8.0.36-28", "Percona Server (GPL), Release 28", "8.0.36", MySQL},
+		{"8.0.11-TiDB-v7.5.0", "", "8.0.11", MySQL},
+		{"8.0.31", "Dolt", "8.0.31", Embedded},
 	} {
-		if f := flavorOf(tc.version); f != tc.flavor {
+		if f := flavorOf(tc.version, tc.comment); f != tc.flavor {
 			t.Errorf("flavorOf(%q) = %v, want %v", tc.version, f, tc.flavor)
 		}
 		if s := shortVersion(tc.version); s != tc.short {
@@ -284,4 +285,24 @@ func TestStartDockerWithoutEngine(t *testing.T) {
 	if d := time.Since(start); d > 2*ProbeTimeout {
 		t.Fatalf("startDocker took %v to fail", d)
 	}
+}
+
+// A DSN that points at a go-mysql-server someone else runs is classified as
+// Embedded (RequireReal skips on it), and testdb does not stop it.
+func TestResolveEnvDSNToGoMySQLServer(t *testing.T) {
+	e, err := embedded.Start()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+	r := resolver{getenv: fakeEnv(EnvDSN, e.DSN()), localDSN: closedDSN(t), docker: noDocker,
+		embedded: mustNotRun[*embedded.Server](t, "embedded")}
+	s, stop, err := r.resolve()
+	if err != nil || stop != nil {
+		t.Fatalf("resolve: %v, stop %v", err, stop != nil)
+	}
+	if s.Real() || s.Flavor != Embedded || s.why == "" {
+		t.Fatalf("resolve = %+v", s)
+	}
+	t.Log(s.Name, "--", s.why)
 }
