@@ -1,0 +1,302 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/namedlock/mysql/internal/embedded"
+	"github.com/namedlock/mysql/internal/testdb"
+)
+
+// TestMain doubles as the child process of -procs tests: os.Executable is
+// the test binary there, started with childEnv set.
+func TestMain(m *testing.M) {
+	if spec := os.Getenv(childEnv); spec != "" {
+		os.Exit(childMain(spec, os.Stdin, os.Stdout))
+	}
+	testdb.Main(m)
+}
+
+// smallConfig is a story small enough for -race, with tables and a lock key
+// of its own so that tests never collide with each other or a real run.
+func smallConfig(t *testing.T) Config {
+	prefix := strings.ReplaceAll(testdb.UniqueName(t), "-", "_")
+	if len(prefix) > 38 {
+		prefix = "t" + prefix[len(prefix)-37:] // keep the counter and pid
+	}
+	return Config{
+		Instances: 3,
+		Workers:   4,
+		Orders:    60,
+		Stock:     20,
+		Think:     2 * time.Millisecond,
+		Prefix:    prefix + "_",
+	}
+}
+
+// playRounds runs every round of cfg on dsn and checks each result.
+func playRounds(t *testing.T, dsn string, real bool, cfg Config, procs int) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	d, err := newDemo(ctx, dsn, cfg, procs)
+	if err != nil {
+		t.Fatalf("newDemo: %v", err)
+	}
+	defer func() {
+		if err := d.close(); err != nil {
+			t.Errorf("close: %v", err)
+		}
+	}()
+	for _, mode := range []Mode{NoLock, LockDo, LockDoTx} {
+		var done atomic.Int64
+		r, err := d.round(ctx, mode, &done)
+		if err != nil {
+			t.Fatalf("round %v: %v", mode, err)
+		}
+		t.Logf("%-6v tried %d accepted %d rejected %d failed %d recorded %d final %d oversold %d lost updates %d lost rows %d waits %d in %v",
+			mode, r.Tried, r.Accepted, r.Rejected, r.Failed, r.Recorded, r.Final, r.Oversold(), r.LostUpdates(), r.LostRows(), len(r.Waits), r.Elapsed)
+		checkResult(t, r, cfg, real)
+		if got := done.Load(); got != int64(cfg.Orders) {
+			t.Errorf("%v: progress counted %d orders, want %d", mode, got, cfg.Orders)
+		}
+	}
+}
+
+// checkResult checks what holds for every round, and exactness for the
+// locked ones. The no-lock round is only checked for honest accounting: with
+// small numbers it may by chance be right.
+func checkResult(t *testing.T, r Result, cfg Config, real bool) {
+	t.Helper()
+	if r.Tried != cfg.Orders || r.Initial != cfg.Stock {
+		t.Errorf("%v: tried %d of %d orders, initial stock %d of %d", r.Mode, r.Tried, cfg.Orders, r.Initial, cfg.Stock)
+	}
+	if !r.AddsUp() || r.Failed != 0 {
+		t.Errorf("%v: %d tried != %d accepted + %d rejected + %d failed, errors %q", r.Mode, r.Tried, r.Accepted, r.Rejected, r.Failed, r.Errors)
+	}
+	if r.LostUpdates() != r.Accepted-(r.Initial-r.Final) || r.Oversold() != max(r.Accepted-r.Initial, 0) {
+		t.Errorf("%v: lost updates %d / oversold %d do not follow from accepted %d, initial %d, final %d",
+			r.Mode, r.LostUpdates(), r.Oversold(), r.Accepted, r.Initial, r.Final)
+	}
+	if r.Final < 0 || r.Final > r.Initial {
+		t.Errorf("%v: final stock %d outside 0..%d: every write is a positive stock read minus one", r.Mode, r.Final, r.Initial)
+	}
+	switch {
+	case real && r.Recorded != r.Accepted:
+		t.Errorf("%v: %d order rows recorded, %d accepted", r.Mode, r.Recorded, r.Accepted)
+	case r.Recorded > r.Accepted:
+		t.Errorf("%v: %d order rows recorded, more than the %d accepted", r.Mode, r.Recorded, r.Accepted)
+	}
+	if !r.Mode.Locked() {
+		if r.Accepted < min(cfg.Orders, cfg.Stock) {
+			t.Errorf("%v: only %d accepted: without a lock at least the stock sells", r.Mode, r.Accepted)
+		}
+		if len(r.Waits) != 0 {
+			t.Errorf("%v: %d lock waits in the no-lock round", r.Mode, len(r.Waits))
+		}
+		return
+	}
+	if !r.Exact() || r.Accepted != cfg.Stock || r.Final != 0 || r.Recorded != cfg.Stock {
+		t.Errorf("%v: not exact: accepted %d, recorded %d, final %d, oversold %d, lost updates %d (stock %d)",
+			r.Mode, r.Accepted, r.Recorded, r.Final, r.Oversold(), r.LostUpdates(), cfg.Stock)
+	}
+	if len(r.Waits) != cfg.Orders {
+		t.Errorf("%v: %d lock waits observed for %d orders", r.Mode, len(r.Waits), cfg.Orders)
+	}
+	if _, ok := r.Percentile(99); !ok {
+		t.Errorf("%v: no p99", r.Mode)
+	}
+}
+
+func TestRoundsOnTestServer(t *testing.T) {
+	s := testdb.Get(t)
+	playRounds(t, s.DSN, s.Real(), smallConfig(t), 0)
+}
+
+func TestRoundsOnTestServerInChildProcesses(t *testing.T) {
+	s := testdb.Get(t)
+	playRounds(t, s.DSN, s.Real(), smallConfig(t), 2)
+}
+
+// startEmbedded starts a server of the test's own, stopped at its end.
+func startEmbedded(t *testing.T) *embedded.Server {
+	t.Helper()
+	s, err := embedded.Start()
+	if err != nil {
+		t.Fatalf("embedded.Start: %v", err)
+	}
+	t.Cleanup(func() {
+		time.Sleep(closeGrace)
+		if err := s.Close(); err != nil {
+			t.Errorf("embedded Close: %v", err)
+		}
+	})
+	return s
+}
+
+func TestRoundsOnEmbeddedServer(t *testing.T) {
+	s := startEmbedded(t)
+	playRounds(t, s.DSN(), false, smallConfig(t), 0)
+}
+
+func TestRoundsOnEmbeddedServerInChildProcesses(t *testing.T) {
+	s := startEmbedded(t)
+	playRounds(t, s.DSN(), false, smallConfig(t), 2)
+}
+
+// TestRunWithoutDSN runs the command as a newcomer would, with the embedded
+// server, and reads its output.
+func TestRunWithoutDSN(t *testing.T) {
+	t.Setenv("MYSQL_DSN", "")
+	cfg := smallConfig(t)
+	var out, errOut bytes.Buffer
+	code := run([]string{"-orders", "40", "-stock", "10", "-think", "1ms", "-instances", "2", "-workers", "3",
+		"-table-prefix", cfg.Prefix}, &out, &errOut)
+	t.Logf("stdout:\n%s\nstderr:\n%s", &out, &errOut)
+	if code != exitOK {
+		t.Fatalf("exit status %d, want %d", code, exitOK)
+	}
+	for _, want := range []string{
+		"no -dsn given: started an embedded MySQL-compatible server (go-mysql-server) on 127.0.0.1:",
+		"orders tried", "lock wait p50", "1 no lock", "2 Do", "3 DoTx", "exact",
+	} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("output lacks %q", want)
+		}
+	}
+}
+
+func TestRunUnreachableServerHidesPassword(t *testing.T) {
+	for _, args := range [][]string{
+		{"-dsn", "root:secret@tcp(127.0.0.1:1)/test"},
+		{"-dsn", "root:secret@tcp(127.0.0.1:1/test"}, // unparseable
+	} {
+		var out, errOut bytes.Buffer
+		code := run(args, &out, &errOut)
+		all := out.String() + errOut.String()
+		t.Logf("%q: exit %d: %s", args, code, all)
+		if code != exitServer {
+			t.Errorf("%q: exit status %d, want %d", args, code, exitServer)
+		}
+		if strings.Contains(all, "secret") {
+			t.Errorf("%q: output shows the password: %s", args, all)
+		}
+	}
+	var out, errOut bytes.Buffer
+	run([]string{"-dsn", "root:secret@tcp(127.0.0.1:1)/test"}, &out, &errOut)
+	if !strings.Contains(errOut.String(), "127.0.0.1:1") {
+		t.Errorf("the message does not name the address: %s", &errOut)
+	}
+}
+
+func TestHelpDoesNotShowTheEnvironmentDSN(t *testing.T) {
+	t.Setenv("MYSQL_DSN", "root:secret@tcp(127.0.0.1:3306)/test")
+	var out, errOut bytes.Buffer
+	if code := run([]string{"-h"}, &out, &errOut); code != exitOK {
+		t.Errorf("-h: exit status %d", code)
+	}
+	help := errOut.String()
+	if strings.Contains(help, "secret") {
+		t.Errorf("-h shows the password:\n%s", help)
+	}
+	for _, flag := range []string{"-dsn", "-instances", "-workers", "-orders", "-stock", "-think", "-procs", "-rounds", "-table-prefix", "Exit status"} {
+		if !strings.Contains(help, flag) {
+			t.Errorf("-h does not document %s", flag)
+		}
+	}
+}
+
+func TestBadFlags(t *testing.T) {
+	for _, args := range [][]string{
+		{"-orders", "0"}, {"-instances", "0"}, {"-stock", "-1"}, {"-procs", "-1"},
+		{"-rounds", "fast"}, {"-table-prefix", "x;drop"}, {"extra"},
+	} {
+		var out, errOut bytes.Buffer
+		if code := run(args, &out, &errOut); code != exitUsage {
+			t.Errorf("%q: exit status %d, want %d (%s)", args, code, exitUsage, &errOut)
+		}
+	}
+	o, err := parseFlags([]string{"-procs", "6"}, &bytes.Buffer{})
+	if err != nil || o.cfg.Instances != 6 {
+		t.Errorf("-procs 6 with 4 instances: %v, %d instances; want 6", err, o.cfg.Instances)
+	}
+}
+
+func TestResultArithmetic(t *testing.T) {
+	r := Result{Mode: NoLock, Tried: 30, Accepted: 25, Rejected: 5, Recorded: 25, Initial: 10, Final: 4}
+	if r.Oversold() != 15 || r.LostUpdates() != 19 || r.LostRows() != 0 || !r.AddsUp() || r.Exact() {
+		t.Errorf("oversold %d, lost updates %d, lost rows %d, adds up %v, exact %v", r.Oversold(), r.LostUpdates(), r.LostRows(), r.AddsUp(), r.Exact())
+	}
+	r = Result{Mode: LockDo, Tried: 30, Accepted: 10, Rejected: 20, Recorded: 10, Initial: 10, Final: 0}
+	if !r.Exact() || verdict(r) != "exact" {
+		t.Errorf("exact round: Exact %v, verdict %q", r.Exact(), verdict(r))
+	}
+	r.Final = -2
+	if r.Oversold() != 2 || r.Exact() {
+		t.Errorf("negative stock: oversold %d, exact %v", r.Oversold(), r.Exact())
+	}
+	r = Result{Mode: LockDo, Tried: 30, Accepted: 9, Rejected: 21, Recorded: 9, Initial: 10, Final: 1}
+	if r.Exact() {
+		t.Error("a round that turned orders away with stock left is exact")
+	}
+
+	r = newResult(LockDo, 0, tally{WaitsUS: []int64{5, 1, 4, 2, 3, 6, 7, 8, 9, 10}})
+	if p, _ := r.Percentile(50); p != 5*time.Microsecond {
+		t.Errorf("p50 = %v", p)
+	}
+	if p, _ := r.Percentile(99); p != 10*time.Microsecond {
+		t.Errorf("p99 = %v", p)
+	}
+	if _, ok := (Result{}).Percentile(50); ok {
+		t.Error("percentile of no waits")
+	}
+}
+
+func TestConcludeFailsAnInexactLockedRound(t *testing.T) {
+	tgt := &target{password: "secret"}
+	good := Result{Mode: LockDo, Tried: 3, Accepted: 2, Rejected: 1, Recorded: 2, Initial: 2}
+	bad := Result{Mode: LockDoTx, Tried: 3, Accepted: 3, Recorded: 3, Initial: 2, Final: 0, Errors: nil}
+	noLock := bad
+	noLock.Mode = NoLock
+	var out bytes.Buffer
+	if got := conclude(&out, tgt, []Result{noLock, good}); got != exitOK {
+		t.Errorf("wrong no-lock round, exact locked round: status %d, want 0\n%s", got, &out)
+	}
+	if got := conclude(&out, tgt, []Result{noLock, good, bad}); got != exitWrong {
+		t.Errorf("oversold locked round: status %d, want %d\n%s", got, exitWrong, &out)
+	}
+	failed := Result{Mode: LockDo, Tried: 3, Accepted: 2, Failed: 1, Recorded: 2, Initial: 2, Errors: []string{"dial root:secret@x"}}
+	out.Reset()
+	if got := conclude(&out, tgt, []Result{failed}); got != exitWrong || strings.Contains(out.String(), "secret") {
+		t.Errorf("failed order: status %d, output %s", got, &out)
+	}
+}
+
+func TestSplit(t *testing.T) {
+	got := split(10, 3)
+	if len(got) != 3 || got[0] != 4 || got[1] != 3 || got[2] != 3 {
+		t.Errorf("split(10, 3) = %v", got)
+	}
+}
+
+func TestTableLayout(t *testing.T) {
+	var b bytes.Buffer
+	writeResults(&b, []Result{
+		{Mode: NoLock, Tried: 600, Accepted: 600, Recorded: 600, Initial: 200, Final: 180, Elapsed: 300 * time.Millisecond},
+		{Mode: LockDo, Tried: 600, Accepted: 200, Rejected: 400, Recorded: 200, Initial: 200, Waits: []time.Duration{time.Millisecond}, Elapsed: 3 * time.Second},
+	})
+	lines := strings.Split(strings.TrimRight(b.String(), "\n"), "\n")
+	if len(lines) != 3 {
+		t.Fatalf("%d lines:\n%s", len(lines), &b)
+	}
+	for _, want := range []string{"WRONG: oversold, lost updates", "exact", "1.00ms", "3.00s", "580"} {
+		if !strings.Contains(b.String(), want) {
+			t.Errorf("table lacks %q:\n%s", want, &b)
+		}
+	}
+}

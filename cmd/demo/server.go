@@ -1,0 +1,97 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+	"time"
+
+	"github.com/go-sql-driver/mysql"
+
+	"github.com/namedlock/mysql/internal/embedded"
+	"github.com/namedlock/mysql/pool"
+)
+
+// connectTimeout bounds the first contact with the server.
+const connectTimeout = 5 * time.Second
+
+// target is the server the demo runs against.
+type target struct {
+	dsn      string
+	addr     string
+	version  string
+	password string           // only to scrub it from messages
+	embedded *embedded.Server // nil for a server given by -dsn
+}
+
+// connect returns the server to run against: dsn, or an embedded server
+// started here when dsn is empty (said on out). It proves that the server
+// answers and that named locks work there. Errors name the address, never
+// the password.
+func connect(ctx context.Context, dsn string, out io.Writer) (*target, error) {
+	t := &target{dsn: dsn}
+	if dsn == "" {
+		s, err := embedded.Start()
+		if err != nil {
+			return nil, fmt.Errorf("start the embedded server: %w", err)
+		}
+		t.embedded, t.dsn = s, s.DSN()
+		fmt.Fprintf(out, "no -dsn given: started an embedded MySQL-compatible server (go-mysql-server) on %s\n", s.Addr())
+	}
+	// pool.Open parses the DSN and redacts the password from its errors.
+	probe, err := pool.OpenContext(ctx, t.dsn, pool.WithConnectTimeout(connectTimeout))
+	if err != nil {
+		return nil, t.fail(err)
+	}
+	defer probe.Close()
+	cfg, err := mysql.ParseDSN(t.dsn)
+	if err != nil { // pool.Open accepted it: cannot happen
+		return nil, t.fail(fmt.Errorf("parse the DSN: %w", err))
+	}
+	t.addr, t.password = cfg.Addr, cfg.Passwd
+	if err := probe.QueryRowContext(ctx, "SELECT VERSION()").Scan(&t.version); err != nil {
+		return nil, t.fail(fmt.Errorf("server at %s: read its version: %w", t.addr, err))
+	}
+	if t.embedded != nil {
+		t.version = "go-mysql-server, reporting " + t.version
+	}
+	return t, nil
+}
+
+func (t *target) fail(err error) error {
+	return t.redact(errors.Join(err, t.close()))
+}
+
+// closeGrace is how long close lets the embedded server notice that the
+// demo's connections have closed before it stops the server. Otherwise the
+// server finds some of them still open, cuts them, and logs an error for
+// each ("use of closed network connection") on stderr.
+const closeGrace = 100 * time.Millisecond
+
+// close stops the embedded server, if any. The demo's pools must be closed.
+func (t *target) close() error {
+	if t.embedded == nil {
+		return nil
+	}
+	time.Sleep(closeGrace)
+	return t.embedded.Close()
+}
+
+// redact returns err with the password replaced, as a belt to pool.Open's
+// braces: the demo prints errors from the driver and from child processes.
+func (t *target) redact(err error) error {
+	if err == nil || t.password == "" || !strings.Contains(err.Error(), t.password) {
+		return err
+	}
+	return fmt.Errorf("%s", strings.ReplaceAll(err.Error(), t.password, "xxxxx"))
+}
+
+// redactString is redact for a message.
+func (t *target) redactString(s string) string {
+	if t.password == "" {
+		return s
+	}
+	return strings.ReplaceAll(s, t.password, "xxxxx")
+}
