@@ -27,6 +27,9 @@ const CloseTimeout = 10 * time.Second
 // within CloseTimeout.
 var ErrBusy = errors.New("embedded: connection goroutines still running after close")
 
+// closeTimeout is CloseTimeout, shortened by tests.
+var closeTimeout = CloseTimeout
+
 var quietOnce sync.Once
 
 // Server is one go-mysql-server listening on 127.0.0.1. Its methods are safe
@@ -106,8 +109,8 @@ func (s *Server) close() error {
 	err := s.srv.Close() // closes the listener; the accept loop returns
 	<-s.accepted
 	s.ln.closeConns()
-	if n := s.ln.wait(CloseTimeout); n > 0 {
-		err = errors.Join(err, fmt.Errorf("%w: %d after %v", ErrBusy, n, CloseTimeout))
+	if n := s.ln.wait(closeTimeout); n > 0 {
+		err = errors.Join(err, fmt.Errorf("%w: %d after %v", ErrBusy, n, closeTimeout))
 	}
 	if cerr := s.engine.Close(); !errors.Is(cerr, context.Canceled) {
 		// Engine.Close reports the context it cancelled to stop its

@@ -2,9 +2,13 @@ package embedded
 
 import (
 	"context"
+	"database/sql"
+	"errors"
 	"net"
 	"testing"
 	"time"
+
+	"go.uber.org/goleak"
 )
 
 func TestStartListensOnLoopbackOnly(t *testing.T) {
@@ -102,4 +106,52 @@ func TestCloseEndsLockWaits(t *testing.T) {
 	if err := <-done; err == nil {
 		t.Fatal("waiting GET_LOCK succeeded on a closed server")
 	}
+}
+
+// Two sessions waiting on each other (a deadlock the server does not detect)
+// outlive Close, which reports ErrBusy; their goroutines end with their waits.
+func TestCloseReportsStuckDeadlock(t *testing.T) {
+	saved := closeTimeout
+	closeTimeout = 300 * time.Millisecond
+	t.Cleanup(func() { closeTimeout = saved })
+	before := goleak.IgnoreCurrent()
+
+	s, err := Start()
+	if err != nil {
+		t.Fatal(err)
+	}
+	db := openDB(t, s)
+	a, b := conn(t, db), conn(t, db)
+	want(t, "a GET_LOCK x", scalar(t, a, "SELECT GET_LOCK('x', 0)"), "1")
+	want(t, "b GET_LOCK y", scalar(t, b, "SELECT GET_LOCK('y', 0)"), "1")
+	done := make(chan error, 2)
+	wait := func(c *sql.Conn, name string) {
+		var v any
+		done <- c.QueryRowContext(context.Background(), "SELECT GET_LOCK(?, 2)", name).Scan(&v)
+	}
+	start := time.Now()
+	go wait(a, "y")
+	go wait(b, "x")
+	time.Sleep(200 * time.Millisecond)
+
+	err = s.Close()
+	if !errors.Is(err, ErrBusy) {
+		t.Fatalf("Close = %v, want ErrBusy", err)
+	}
+	t.Logf("Close: %v", err)
+	for range 2 {
+		if err := <-done; err == nil {
+			t.Fatal("a deadlocked wait succeeded")
+		}
+	}
+	if err := s.Close(); !errors.Is(err, ErrBusy) {
+		t.Fatalf("second Close = %v, want the first one's error", err)
+	}
+	if n := s.ln.open(); n != 2 {
+		t.Fatalf("%d connections still served, want the 2 deadlocked ones", n)
+	}
+	_, _, _ = a.Close(), b.Close(), db.Close()
+	// The server goroutines end when the 2 s waits time out.
+	time.Sleep(time.Until(start.Add(2 * time.Second)))
+	goleak.VerifyNone(t, before)
 }
