@@ -23,7 +23,7 @@ const (
 	sqlWaitLock  = "SELECT GET_LOCK(?, ?)"
 	sqlRelease   = "SELECT RELEASE_LOCK(?)"
 	sqlOwnership = "SELECT IS_USED_LOCK(?) = CONNECTION_ID()"
-	sqlVersion   = "SELECT VERSION()"
+	sqlVersion   = "SELECT VERSION(), @@version_comment"
 )
 
 // longestWait is the timeout sent to GET_LOCK when ctx has no deadline: one
@@ -41,6 +41,7 @@ const (
 	flavorUnknown int32 = iota
 	flavorMariaDB       // fractional GET_LOCK timeouts
 	flavorWhole         // MySQL and others: whole seconds
+	flavorEmbedded      // go-mysql-server: whole seconds, waits deaf to cancellation and KILL
 )
 
 // session is a server-side lock held on a pinned connection. Its statements
@@ -50,9 +51,10 @@ type session struct {
 	conn *sql.Conn
 	id   int64 // CONNECTION_ID() of conn
 
-	mu      sync.Mutex
-	gone    bool  // conn released or discarded (under mu)
-	lostErr error // why a check discarded conn (under mu)
+	mu       sync.Mutex
+	gone     bool      // conn released or discarded (under mu)
+	lostErr  error     // why a check or release discarded conn (under mu)
+	provedAt time.Time // when the last statement that showed ownership was sent (under mu)
 
 	holder     *Lock
 	acquiredAt time.Time
@@ -174,13 +176,16 @@ func (l *Locker) detectFlavor(ctx context.Context, conn *sql.Conn) (int32, error
 	if f := l.flavor.Load(); f != flavorUnknown {
 		return f, nil
 	}
-	var version string
-	if err := conn.QueryRowContext(ctx, sqlVersion).Scan(&version); err != nil {
+	var version, comment string
+	if err := conn.QueryRowContext(ctx, sqlVersion).Scan(&version, &comment); err != nil {
 		return flavorUnknown, err
 	}
 	f := flavorWhole
-	if strings.Contains(strings.ToLower(version), "mariadb") {
+	switch {
+	case strings.Contains(strings.ToLower(version), "mariadb"):
 		f = flavorMariaDB
+	case comment == "Dolt":
+		f = flavorEmbedded
 	}
 	l.flavor.Store(f)
 	return f, nil
@@ -191,9 +196,15 @@ func (l *Locker) detectFlavor(ctx context.Context, conn *sql.Conn) (int32, error
 // ctx's deadline, so ctx itself must cut the wait (and the session be
 // killed); expired means the deadline has passed.
 func waitTimeout(ctx context.Context, flavor int32) (timeout any, hard, expired bool) {
+	// The embedded server's waits ignore cancellation and KILL, so a
+	// cancelled wait lingers until its own timeout: keep that at 1 s there.
+	longest := int64(longestWait)
+	if flavor == flavorEmbedded {
+		longest = 1
+	}
 	deadline, ok := ctx.Deadline()
 	if !ok {
-		return int64(longestWait), false, false
+		return longest, false, false
 	}
 	left := time.Until(deadline)
 	if left <= 0 {
@@ -204,7 +215,7 @@ func waitTimeout(ctx context.Context, flavor int32) (timeout any, hard, expired 
 		return secs, false, false
 	}
 	if left >= time.Second {
-		return int64(left / time.Second), false, false
+		return min(int64(left/time.Second), longest), false, false
 	}
 	return int64(1), true, false
 }
@@ -237,24 +248,29 @@ func (s *session) release(ctx context.Context) error {
 		return s.lostErr
 	}
 	s.gone = true
+	sent := time.Now()
 	var got sql.NullInt64
 	err := s.conn.QueryRowContext(ctx, sqlRelease, s.name).Scan(&got)
 	if err == nil && got.Valid && got.Int64 == 1 {
+		s.provedAt = sent // held until now: earlier holders (handoffs) are covered
 		_ = s.conn.Close()
 		return nil
 	}
 	discard(s.conn)
-	if err != nil && ctx.Err() == nil {
+	switch {
+	case err != nil && ctx.Err() == nil:
 		// The session that held the lock is gone (KILL, restart, network):
 		// the lock went with it, possibly while it was still being used.
-		return fmt.Errorf("%w: %q: RELEASE_LOCK failed, the session that held it is gone: %w", ErrLockLost, s.name, err)
-	}
-	if err != nil {
+		s.lostErr = fmt.Errorf("%w: %q: RELEASE_LOCK failed, the session that held it is gone: %w", ErrLockLost, s.name, err)
+		return s.lostErr
+	case err != nil:
+		s.lostErr = lostError(s.name, "RELEASE_LOCK not confirmed: "+err.Error())
 		return fmt.Errorf("namedlock: RELEASE_LOCK(%q) not confirmed, its connection was discarded so the server frees the lock when the session ends: %w", s.name, err)
 	}
 	answer := "NULL"
 	if got.Valid {
 		answer = strconv.FormatInt(got.Int64, 10)
 	}
-	return lostError(s.name, "RELEASE_LOCK answered "+answer+": the session no longer held it")
+	s.lostErr = lostError(s.name, "RELEASE_LOCK answered "+answer+": the session no longer held it")
+	return s.lostErr
 }
