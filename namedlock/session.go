@@ -38,10 +38,10 @@ const waitGrace = 500 * time.Millisecond
 
 // server flavors, detected once per Locker.
 const (
-	flavorUnknown int32 = iota
-	flavorMariaDB       // fractional GET_LOCK timeouts
-	flavorWhole         // MySQL and others: whole seconds
-	flavorEmbedded      // go-mysql-server: whole seconds, waits deaf to cancellation and KILL
+	flavorUnknown  int32 = iota
+	flavorMariaDB        // fractional GET_LOCK timeouts
+	flavorWhole          // MySQL and others: whole seconds
+	flavorEmbedded       // go-mysql-server: whole seconds, waits deaf to cancellation and KILL
 )
 
 // session is a server-side lock held on a pinned connection. Its statements
