@@ -3,6 +3,7 @@ package namedlock
 import (
 	"context"
 	"database/sql"
+	"fmt"
 	"time"
 )
 
@@ -66,6 +67,7 @@ func (l *Locker) check(s *session) {
 		l.checked(s, nil)
 		return
 	}
+	sent := time.Now()
 	var owned sql.NullInt64
 	err := s.conn.QueryRowContext(ctx, sqlOwnership, s.name).Scan(&owned)
 	var lost error
@@ -76,6 +78,8 @@ func (l *Locker) check(s *session) {
 		lost = lostError(s.name, "ownership check failed: "+err.Error())
 	case !owned.Valid || owned.Int64 != 1:
 		lost = lostError(s.name, "ownership check: the session no longer holds it")
+	default:
+		s.provedAt = sent
 	}
 	if lost != nil {
 		s.gone, s.lostErr = true, lost
@@ -83,6 +87,58 @@ func (l *Locker) check(s *session) {
 	}
 	s.mu.Unlock()
 	l.checked(s, lost)
+}
+
+// prove makes sure that s still held its lock at some moment after since,
+// so that a holder who let go of it at since (by a handoff, which makes no
+// round trip) ran its whole critical section under the lock: a session never
+// gets a lost lock back. A statement sent after since that showed ownership
+// (a keep-alive check, a later holder's RELEASE_LOCK answering 1) is enough;
+// otherwise prove runs the ownership check itself, bounded by the check
+// timeout like a keep-alive check (not by the releasing caller's ctx: a
+// check cut short would break the next holder's lock). Callers that let go
+// at about the same time share one check. A failed or false check is a
+// loss: the connection is discarded, the current holder is told, and prove
+// returns an error matching ErrLockLost.
+func (l *Locker) prove(s *session, since time.Time) error {
+	s.mu.Lock()
+	if s.provedAt.After(since) {
+		s.mu.Unlock()
+		return nil
+	}
+	if s.gone {
+		err := s.lostErr
+		s.mu.Unlock()
+		if err == nil {
+			err = lostError(s.name, "its session ended before its ownership was proven")
+		}
+		return err
+	}
+	ctx, cancel := context.WithTimeout(l.bg, l.cfg.checkTimeout)
+	defer cancel()
+	sent := time.Now()
+	var owned sql.NullInt64
+	err := s.conn.QueryRowContext(ctx, sqlOwnership, s.name).Scan(&owned)
+	if err == nil && owned.Valid && owned.Int64 == 1 {
+		s.provedAt = sent
+		s.mu.Unlock()
+		return nil
+	}
+	if err != nil && l.bg.Err() != nil {
+		// Closing: Close releases the lock; whether it was held until now
+		// is not known.
+		s.mu.Unlock()
+		return fmt.Errorf("%w: ownership of %q at handoff not proven: %w", ErrClosed, s.name, err)
+	}
+	lost := lostError(s.name, "ownership check at handoff: the session no longer holds it")
+	if err != nil {
+		lost = lostError(s.name, "ownership check at handoff failed: "+err.Error())
+	}
+	s.gone, s.lostErr = true, lost
+	discard(s.conn)
+	s.mu.Unlock()
+	l.lostFound(s, lost)
+	return lost
 }
 
 // checked records a check's outcome and tells the holder of a loss.
@@ -94,6 +150,13 @@ func (l *Locker) checked(s *session, lost error) {
 		l.mu.Unlock()
 		return
 	}
+	l.mu.Unlock()
+	l.lostFound(s, lost)
+}
+
+// lostFound marks s lost and tells its holder, if it still holds it.
+func (l *Locker) lostFound(s *session, lost error) {
+	l.mu.Lock()
 	s.lost = true
 	h := s.holder
 	var held time.Duration

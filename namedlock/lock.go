@@ -80,7 +80,10 @@ func (k *Lock) endLocked(state lockState, err error) {
 }
 
 // Release gives the lock back. It returns nil when the server confirmed the
-// release (or the lock went straight to a local waiter); an error matching
+// release, or when the lock went straight to a local waiter and its session
+// was then proven to still hold it (one ownership check, shared by the
+// holders that let go meanwhile and bounded by the check timeout, unless a
+// keep-alive check or release already proved it); an error matching
 // [ErrLockLost] when the lock had been lost (every later call too); an error
 // when the release was not confirmed, in which case the connection was
 // discarded and the server frees the lock as the session ends. A second
@@ -115,12 +118,22 @@ func (k *Lock) release(ctx context.Context, observe bool) error {
 		return err
 	}
 	k.endLocked(stateReleased, ErrNotHeld)
+	released := time.Now()
 	if l.handoffLocked(q, s) {
 		l.mu.Unlock()
-		if observe {
-			l.observe(Event{Key: k.key, Outcome: Released, Held: held})
+		// The next caller has the lock without a round trip; this caller
+		// returns once the session is proven to have held it until now.
+		err := l.prove(s, released)
+		if errors.Is(err, ErrLockLost) {
+			l.mu.Lock()
+			k.state, k.err = stateLost, err
+			l.stats.lost.Add(1)
+			l.mu.Unlock()
 		}
-		return nil
+		if observe {
+			l.observe(Event{Key: k.key, Outcome: Released, Held: held, Err: err})
+		}
+		return err
 	}
 	// Back to the server. The queue stays busy (holder nil) until then, so
 	// no local caller goes to the server meanwhile.

@@ -76,7 +76,7 @@ func discard(conn *sql.Conn) {
 func (l *Locker) serverAcquire(ctx context.Context, key, name string, try bool) (*session, error) {
 	conn, err := l.db.Conn(ctx)
 	if err != nil {
-		if ctx.Err() != nil {
+		if ended(ctx) {
 			return nil, notAcquired(ctx, key, nil)
 		}
 		return nil, fmt.Errorf("namedlock: lock connection for %q: %w", key, err)
@@ -159,9 +159,24 @@ func (l *Locker) wait(ctx context.Context, conn *sql.Conn, key, name string, id 
 	}
 }
 
+// ended reports whether ctx has ended, counting a deadline that the clock
+// has passed before ctx's timer fired: a dial fails with "i/o timeout" at
+// the deadline itself, while ctx.Err() may still be nil for a moment. It
+// then waits for the (due) ctx.Done, so that ctx.Err() is set.
+func ended(ctx context.Context) bool {
+	if ctx.Err() != nil {
+		return true
+	}
+	if d, ok := ctx.Deadline(); ok && !time.Now().Before(d) {
+		<-ctx.Done()
+		return true
+	}
+	return false
+}
+
 // getLockError classifies a failed GET_LOCK.
 func (l *Locker) getLockError(ctx context.Context, key string, err error) error {
-	if ctx.Err() != nil {
+	if ended(ctx) {
 		return notAcquired(ctx, key, err)
 	}
 	if isDeadlock(err) {
