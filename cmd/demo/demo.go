@@ -66,7 +66,7 @@ func (d *demo) round(ctx context.Context, mode Mode, done *atomic.Int64) (Result
 	return r, nil
 }
 
-// close stops the instances and removes the tables.
+// close stops the instances and removes the tables (the job lock table too).
 func (d *demo) close() error {
 	return errors.Join(d.fleet.close(), d.dropAndClose())
 }
@@ -74,5 +74,5 @@ func (d *demo) close() error {
 func (d *demo) dropAndClose() error {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	return errors.Join(d.t.drop(ctx, d.db), d.db.Close())
+	return errors.Join(d.t.drop(ctx, d.db), d.dropSched(ctx), d.db.Close())
 }

@@ -164,9 +164,54 @@ func TestRunWithoutDSN(t *testing.T) {
 	for _, want := range []string{
 		"no -dsn given: started an embedded MySQL-compatible server (go-mysql-server) on 127.0.0.1:",
 		"orders tried", "lock wait p50", "1 no lock", "2 Do", "3 DoTx", "exact",
+		"Round 4 (a scheduled job, schedlock's lease table) needs a real server",
 	} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("output lacks %q", want)
+		}
+	}
+}
+
+// TestSchedRound runs the scheduled-job round: without the lock the job runs
+// on every instance at every tick; with schedlock.Run once per tick. The
+// latter needs a real server (the embedded one loses concurrent writes to
+// the lease row), so on the embedded server it is only logged.
+func TestSchedRound(t *testing.T) {
+	s := testdb.Get(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	cfg := smallConfig(t)
+	cfg.Instances = 1
+	d, err := newDemo(ctx, s.DSN, cfg, 0)
+	if err != nil {
+		t.Fatalf("newDemo: %v", err)
+	}
+	defer func() {
+		if err := d.close(); err != nil {
+			t.Errorf("close: %v", err)
+		}
+	}()
+	for _, locked := range []bool{false, true} {
+		var firings atomic.Int64
+		r, err := d.schedRound(ctx, s.DSN, locked, &firings)
+		if err != nil {
+			t.Fatalf("schedRound(locked=%v): %v", locked, err)
+		}
+		t.Logf("locked=%v: runs per tick %v, %d failed %q, %v", locked, r.Runs, r.Failed, r.Errors, r.Elapsed)
+		if firings.Load() != schedInstances*schedTicks || len(r.Runs) != schedTicks {
+			t.Errorf("locked=%v: %d firings, %d ticks", locked, firings.Load(), len(r.Runs))
+		}
+		switch {
+		case !locked:
+			for tick, n := range r.Runs {
+				if n != schedInstances {
+					t.Errorf("no lock: tick %d ran %d times, want %d", tick, n, schedInstances)
+				}
+			}
+		case s.Real() && !r.Exact():
+			t.Errorf("schedlock.Run: runs per tick %v, %d failed %q; want once per tick", r.Runs, r.Failed, r.Errors)
+		case !r.Exact():
+			t.Logf("schedlock.Run on the embedded server was not exact, as expected there")
 		}
 	}
 }

@@ -5,11 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 )
 
-// play runs the rounds of o on t, shows their progress and prints the table
-// and what it means. It returns the exit status, and an error when the demo
+// play runs the rounds of o on t, shows their progress and prints the tables
+// and what they mean. It returns the exit status, and an error when the demo
 // could not run to the end.
 func play(ctx context.Context, t *target, o options, out io.Writer, tty bool) (int, error) {
 	c := o.cfg
@@ -17,18 +18,28 @@ func play(ctx context.Context, t *target, o options, out io.Writer, tty bool) (i
 	if o.procs > 0 {
 		where = fmt.Sprintf("in %d child processes", o.procs)
 	}
+	sched := slices.Contains(o.rounds, Sched)
+	schedSkipped := sched && t.embedded != nil && !o.roundsSet
+	sched = sched && !schedSkipped
+	modes := slices.DeleteFunc(slices.Clone(o.rounds), func(m Mode) bool { return m == Sched })
 	fmt.Fprintf(out, "server: %s at %s\n", t.version, t.addr)
-	fmt.Fprintf(out, "story: 1 product, %d in stock; %d instances %s, %d workers each, place %d orders;\n"+
-		"       an order reads the stock, thinks %v, writes stock-1 if it read more than 0\n",
-		c.Stock, c.Instances, where, c.Workers, c.Orders, c.Think)
+	if len(modes) > 0 {
+		fmt.Fprintf(out, "story: 1 product, %d in stock; %d instances %s, %d workers each, place %d orders;\n"+
+			"       an order reads the stock, thinks %v, writes stock-1 if it read more than 0\n",
+			c.Stock, c.Instances, where, c.Workers, c.Orders, c.Think)
+	}
 
-	d, err := newDemo(ctx, t.dsn, c, o.procs)
+	procs := o.procs
+	if len(modes) == 0 {
+		c.Instances, procs = 1, 0 // the scheduled-job round has instances of its own
+	}
+	d, err := newDemo(ctx, t.dsn, c, procs)
 	if err != nil {
 		return exitServer, err
 	}
 	var results []Result
-	for _, mode := range o.rounds {
-		p := startProgress(out, tty, fmt.Sprintf("round %d (%s)", int(mode), mode.Label()), c.Orders)
+	for _, mode := range modes {
+		p := startProgress(out, tty, fmt.Sprintf("round %d (%s)", int(mode), mode.Label()), c.Orders, "orders")
 		r, err := d.round(ctx, mode, &p.Done)
 		p.finish()
 		if err != nil {
@@ -36,14 +47,58 @@ func play(ctx context.Context, t *target, o options, out io.Writer, tty bool) (i
 		}
 		results = append(results, r)
 	}
+	var schedResults []SchedResult
+	if sched {
+		if schedResults, err = playSched(ctx, d, t.dsn, out, tty); err != nil {
+			return exitServer, errors.Join(err, d.close())
+		}
+	}
 	if err := d.close(); err != nil {
 		fmt.Fprintf(out, "warning: cleaning up: %v\n", t.redact(err))
 	}
 
+	if len(results) > 0 {
+		fmt.Fprintln(out)
+		writeResults(out, results)
+	}
+	if len(schedResults) > 0 {
+		fmt.Fprintln(out)
+		writeSchedResults(out, schedResults)
+	}
 	fmt.Fprintln(out)
-	writeResults(out, results)
-	fmt.Fprintln(out)
-	return conclude(out, t, results), nil
+	status := conclude(out, t, results)
+	if s := concludeSched(out, t, schedResults); s != exitOK {
+		status = s
+	}
+	if schedSkipped {
+		fmt.Fprintln(out, "Round 4 (a scheduled job, schedlock's lease table) needs a real server: run with -dsn, or -rounds sched to see it fail here.")
+	}
+	return status, nil
+}
+
+// concludeSched explains the scheduled-job table and returns exitWrong when
+// the job did not run exactly once per tick with the lock.
+func concludeSched(out io.Writer, t *target, results []SchedResult) int {
+	status := exitOK
+	for _, r := range results {
+		for _, e := range r.Errors {
+			fmt.Fprintf(out, "scheduled job (%s) error: %s\n", schedLabel(r.Locked), t.redactString(e))
+		}
+		switch {
+		case !r.Locked:
+			fmt.Fprintf(out, "Without the lock the job ran %d times in %d ticks: once per instance per tick.\n", r.Total(), len(r.Runs))
+		case r.Exact():
+			fmt.Fprintf(out, "With schedlock.Run: once per tick, whichever instance fired first; the others skipped.\n")
+		default:
+			status = exitWrong
+			fmt.Fprintln(out, "FAIL: with the lock the scheduled job did not run exactly once per tick (exit status 1).")
+			if t.embedded != nil {
+				fmt.Fprintln(out, "  That is the embedded server: two instances' statements on the lease row ran at once, and its\n"+
+					"  in-memory tables let both commits succeed. MySQL and MariaDB lock the row: try -dsn.")
+			}
+		}
+	}
+	return status
 }
 
 // conclude explains the table in a sentence or two and returns the exit
@@ -63,8 +118,9 @@ func conclude(out io.Writer, t *target, results []Result) int {
 			fmt.Fprintf(out, "%s: the orders table has %d rows, but the instances inserted %d and the server acknowledged each insert.\n",
 				name, r.Recorded, r.Accepted)
 			if t.embedded != nil && r.Mode == NoLock {
-				fmt.Fprintln(out, "  That is the embedded server: go-mysql-server's in-memory tables keep only the last of concurrent\n"+
-					"  commits to a table. MySQL and MariaDB do not lose acknowledged writes; see -dsn.")
+				fmt.Fprintln(out, "  That is the embedded server: go-mysql-server's in-memory database does not support concurrent\n"+
+					"  writers (a commit writes back its own copy of each table it touched, undoing commits made\n"+
+					"  meanwhile). MySQL and MariaDB keep every acknowledged write: try -dsn.")
 			}
 		}
 		switch {

@@ -30,6 +30,7 @@ type progress struct {
 	out   io.Writer
 	tty   bool
 	label string
+	unit  string // what is counted, plural: "orders"
 	total int64
 	Done  atomic.Int64 // orders placed so far; the round adds to it
 
@@ -39,10 +40,10 @@ type progress struct {
 }
 
 // startProgress starts showing the progress of a round of total orders.
-func startProgress(out io.Writer, tty bool, label string, total int) *progress {
-	p := &progress{out: out, tty: tty, label: label, total: int64(total), start: time.Now(), stop: make(chan struct{})}
+func startProgress(out io.Writer, tty bool, label string, total int, unit string) *progress {
+	p := &progress{out: out, tty: tty, label: label, unit: unit, total: int64(total), start: time.Now(), stop: make(chan struct{})}
 	if !tty {
-		fmt.Fprintf(out, "%s: %d orders...\n", label, total)
+		fmt.Fprintf(out, "%s: %d %s...\n", label, total, unit)
 	}
 	p.wg.Go(p.loop)
 	return p
@@ -68,7 +69,7 @@ func (p *progress) loop() {
 func (p *progress) show() {
 	n, elapsed := p.Done.Load(), time.Since(p.start)
 	if !p.tty {
-		fmt.Fprintf(p.out, "%s: %d/%d orders, %s\n", p.label, n, p.total, fmtDuration(elapsed))
+		fmt.Fprintf(p.out, "%s: %d/%d %s, %s\n", p.label, n, p.total, p.unit, fmtDuration(elapsed))
 		return
 	}
 	filled := 0
@@ -76,7 +77,7 @@ func (p *progress) show() {
 		filled = int(min(n, p.total) * barWidth / p.total)
 	}
 	bar := strings.Repeat("#", filled) + strings.Repeat(".", barWidth-filled)
-	fmt.Fprintf(p.out, "\r%s [%s] %d/%d orders %s\x1b[K", p.label, bar, n, p.total, fmtDuration(elapsed))
+	fmt.Fprintf(p.out, "\r%s [%s] %d/%d %s %s\x1b[K", p.label, bar, n, p.total, p.unit, fmtDuration(elapsed))
 }
 
 // finish stops the display: on a terminal it clears the live line, otherwise

@@ -16,9 +16,10 @@ const (
 	NoLock   Mode = iota + 1 // nothing: lost updates and oversold units
 	LockDo                   // namedlock.Do around the read-modify-write
 	LockDoTx                 // namedlock.DoTx: the same in a transaction committed before release
+	Sched                    // a scheduled job on several instances, without and with schedlock.Run
 )
 
-var modeNames = map[Mode]string{NoLock: "nolock", LockDo: "do", LockDoTx: "dotx"}
+var modeNames = map[Mode]string{NoLock: "nolock", LockDo: "do", LockDoTx: "dotx", Sched: "sched"}
 
 // String returns the round's name as the -rounds flag spells it.
 func (m Mode) String() string {
@@ -37,6 +38,8 @@ func (m Mode) Label() string {
 		return "Do"
 	case LockDoTx:
 		return "DoTx"
+	case Sched:
+		return "scheduled job"
 	}
 	return m.String()
 }
@@ -57,7 +60,7 @@ func parseModes(s string) ([]Mode, error) {
 			}
 		}
 		if !found {
-			return nil, fmt.Errorf("-rounds: unknown round %q (want nolock, do, dotx)", name)
+			return nil, fmt.Errorf("-rounds: unknown round %q (want nolock, do, dotx, sched)", name)
 		}
 	}
 	slices.Sort(modes)

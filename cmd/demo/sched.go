@@ -1,0 +1,196 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/namedlock/mysql/schedlock"
+)
+
+// The scheduled-job round: every instance's scheduler fires the same job on
+// the same tick, each a little late by its own clock. Without a lock the job
+// runs once per instance per tick; with schedlock.Run (a ShedLock-compatible
+// lease row, in database time) once per tick.
+const (
+	schedInstances = 3
+	schedTicks     = 5
+	schedPeriod    = 200 * time.Millisecond
+	schedMaxLate   = 30 * time.Millisecond // how late an instance's tick may fire
+	schedJobTime   = 20 * time.Millisecond // how long one run of the job takes
+	// schedAtLeast keeps the job locked after a fast run, so that a late
+	// instance does not run it again for the same tick; it must stay below
+	// the period so that the next tick can run it.
+	schedAtLeast = schedPeriod / 2
+	schedAtMost  = 10 * time.Second
+)
+
+// SchedResult is one half of the scheduled-job round.
+type SchedResult struct {
+	Locked  bool
+	Runs    []int // job runs per tick
+	Failed  int   // Run calls that returned an error
+	Errors  []string
+	Elapsed time.Duration
+}
+
+// Total is the number of job runs over all ticks.
+func (r SchedResult) Total() int {
+	n := 0
+	for _, x := range r.Runs {
+		n += x
+	}
+	return n
+}
+
+// Exact reports whether the job ran exactly once on every tick.
+func (r SchedResult) Exact() bool {
+	for _, x := range r.Runs {
+		if x != 1 {
+			return false
+		}
+	}
+	return r.Failed == 0 && len(r.Runs) > 0
+}
+
+// schedJob is the job name in the lease table.
+func (d *demo) schedJob() string { return d.cfg.Prefix + "report" }
+
+// schedTable is the lease table, ShedLock's schema.
+func (d *demo) schedTable() string { return d.cfg.Prefix + "shedlock" }
+
+// schedRound fires the job on schedInstances instances for schedTicks ticks,
+// through schedlock.Run when locked, else directly. Each instance has its
+// own pool and Provider (its own locked_by). done counts the firings.
+func (d *demo) schedRound(ctx context.Context, dsn string, locked bool, done *atomic.Int64) (SchedResult, error) {
+	var providers []*schedlock.Provider
+	if locked {
+		for range schedInstances {
+			db, err := openPrimary(dsn, 1)
+			if err != nil {
+				return SchedResult{}, err
+			}
+			defer db.Close()
+			p, err := schedlock.NewProvider(db.DB, schedlock.WithTable(d.schedTable()))
+			if err != nil {
+				return SchedResult{}, err
+			}
+			providers = append(providers, p)
+		}
+		if err := providers[0].CreateTable(ctx); err != nil {
+			return SchedResult{}, fmt.Errorf("create the job lock table: %w", err)
+		}
+		if _, err := d.db.ExecContext(ctx, "DELETE FROM "+d.schedTable()); err != nil {
+			return SchedResult{}, fmt.Errorf("reset the job lock table: %w", err)
+		}
+	}
+
+	runs := make([]atomic.Int64, schedTicks)
+	var mu sync.Mutex
+	var t tally
+	job := func(tick int) func(context.Context) error {
+		return func(ctx context.Context) error {
+			runs[tick].Add(1)
+			return sleep(ctx, schedJobTime)
+		}
+	}
+	cfg := schedlock.Config{Name: d.schedJob(), LockAtMostFor: schedAtMost, LockAtLeastFor: schedAtLeast}
+	start := time.Now().Add(schedMaxLate) // every instance starts on the same clock
+	var wg sync.WaitGroup
+	for i := range schedInstances {
+		wg.Go(func() {
+			timer := time.NewTimer(0)
+			defer timer.Stop()
+			<-timer.C
+			for tick := range schedTicks {
+				late := rand.N(schedMaxLate)
+				timer.Reset(time.Until(start.Add(time.Duration(tick)*schedPeriod + late)))
+				select {
+				case <-ctx.Done():
+					return
+				case <-timer.C:
+				}
+				var err error
+				if locked {
+					_, err = providers[i].Run(ctx, cfg, job(tick))
+				} else {
+					err = job(tick)(ctx)
+				}
+				mu.Lock()
+				t.record(err == nil, err)
+				mu.Unlock()
+				done.Add(1)
+			}
+		})
+	}
+	wg.Wait()
+	if err := ctx.Err(); err != nil {
+		return SchedResult{}, err
+	}
+	r := SchedResult{Locked: locked, Failed: t.Failed, Errors: t.Errors, Elapsed: time.Since(start)}
+	for i := range runs {
+		r.Runs = append(r.Runs, int(runs[i].Load()))
+	}
+	return r, nil
+}
+
+// dropSched removes the job lock table.
+func (d *demo) dropSched(ctx context.Context) error {
+	_, err := d.db.ExecContext(ctx, "DROP TABLE IF EXISTS "+d.schedTable())
+	return err
+}
+
+// playSched runs the scheduled-job round without and with the lock and
+// prints its table.
+func playSched(ctx context.Context, d *demo, dsn string, out io.Writer, tty bool) ([]SchedResult, error) {
+	var results []SchedResult
+	for _, locked := range []bool{false, true} {
+		p := startProgress(out, tty, "round 4 (scheduled job, "+schedLabel(locked)+")", schedInstances*schedTicks, "firings")
+		r, err := d.schedRound(ctx, dsn, locked, &p.Done)
+		p.finish()
+		if err != nil {
+			return nil, fmt.Errorf("scheduled-job round: %w", err)
+		}
+		results = append(results, r)
+	}
+	return results, nil
+}
+
+func schedLabel(locked bool) string {
+	if locked {
+		return "schedlock.Run"
+	}
+	return "no lock"
+}
+
+// writeSchedResults prints the scheduled-job table.
+func writeSchedResults(w io.Writer, results []SchedResult) {
+	fmt.Fprintf(w, "scheduled job: %d instances fire the same job every %v for %d ticks, each up to %v late;\n"+
+		"       with the lock: schedlock.Run, lockAtLeastFor %v (a ShedLock-compatible lease row, database time)\n\n",
+		schedInstances, schedPeriod, schedTicks, schedMaxLate, schedAtLeast)
+	rows := [][]string{{"round", "ticks", "job runs", "runs per tick", "time", ""}}
+	for i, r := range results {
+		per := make([]string, len(r.Runs))
+		for j, n := range r.Runs {
+			per[j] = strconv.Itoa(n)
+		}
+		v := "exact: once per tick"
+		if !r.Exact() {
+			v = "WRONG: not once per tick"
+			if r.Failed > 0 {
+				v += fmt.Sprintf(", %d failed", r.Failed)
+			}
+		}
+		rows = append(rows, []string{
+			fmt.Sprintf("4%c %s", 'a'+i, schedLabel(r.Locked)),
+			strconv.Itoa(len(r.Runs)), strconv.Itoa(r.Total()), strings.Join(per, " "), fmtDuration(r.Elapsed), v,
+		})
+	}
+	writeTable(w, rows)
+}
