@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"fmt"
 	"slices"
 	"strconv"
 	"strings"
@@ -80,6 +81,56 @@ func faultHolder(ctx context.Context, db *sql.DB, name string) (int64, error) {
 	return id.Int64, err
 }
 
+// faultSession is one row of the server's process list.
+type faultSession struct {
+	id    int64
+	state string
+	info  string
+}
+
+// faultProcesslist reads the process list with SHOW FULL PROCESSLIST, which
+// the server answers from its thread list directly. (A SELECT on
+// information_schema.PROCESSLIST materialises a temporary Aria table for its
+// LONGTEXT INFO column; the shared MariaDB 10.11.19 crashed once here in
+// ha_maria::drop_table freeing one, while sessions were being killed.)
+func faultProcesslist(ctx context.Context, db *sql.DB) ([]faultSession, error) {
+	rows, err := db.QueryContext(ctx, "SHOW FULL PROCESSLIST")
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	cols, err := rows.Columns()
+	if err != nil {
+		return nil, err
+	}
+	idx := map[string]int{}
+	for i, c := range cols {
+		idx[strings.ToLower(c)] = i
+	}
+	for _, c := range []string{"id", "state", "info"} {
+		if _, ok := idx[c]; !ok {
+			return nil, fmt.Errorf("SHOW FULL PROCESSLIST has no column %q (columns %v)", c, cols)
+		}
+	}
+	var out []faultSession
+	vals := make([]sql.RawBytes, len(cols))
+	ptrs := make([]any, len(cols))
+	for i := range vals {
+		ptrs[i] = &vals[i]
+	}
+	for rows.Next() {
+		if err := rows.Scan(ptrs...); err != nil {
+			return nil, err
+		}
+		id, err := strconv.ParseInt(string(vals[idx["id"]]), 10, 64)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, faultSession{id: id, state: string(vals[idx["state"]]), info: string(vals[idx["info"]])})
+	}
+	return out, rows.Err()
+}
+
 // faultWaiters returns the ids of server sessions waiting in GET_LOCK
 // (MariaDB state "User lock", MySQL "Waiting for user level lock") for a name
 // that contains pattern.
@@ -87,22 +138,15 @@ func faultWaiters(t testing.TB, db *sql.DB, pattern string) []int64 {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	rows, err := db.QueryContext(ctx, `SELECT ID FROM information_schema.PROCESSLIST
-		WHERE STATE IN ('User lock', 'Waiting for user level lock') AND LOCATE(?, INFO) > 0`, pattern)
+	list, err := faultProcesslist(ctx, db)
 	if err != nil {
-		t.Fatalf("PROCESSLIST: %v", err)
+		t.Fatalf("SHOW FULL PROCESSLIST: %v", err)
 	}
-	defer rows.Close()
 	var ids []int64
-	for rows.Next() {
-		var id int64
-		if err := rows.Scan(&id); err != nil {
-			t.Fatalf("PROCESSLIST: %v", err)
+	for _, s := range list {
+		if (s.state == "User lock" || s.state == "Waiting for user level lock") && strings.Contains(s.info, pattern) {
+			ids = append(ids, s.id)
 		}
-		ids = append(ids, id)
-	}
-	if err := rows.Err(); err != nil {
-		t.Fatalf("PROCESSLIST: %v", err)
 	}
 	slices.Sort(ids)
 	return ids
@@ -114,11 +158,16 @@ func faultSessionExists(t testing.TB, db *sql.DB, id int64) bool {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	var n int
-	if err := db.QueryRowContext(ctx, "SELECT COUNT(*) FROM information_schema.PROCESSLIST WHERE ID = ?", id).Scan(&n); err != nil {
-		t.Fatalf("PROCESSLIST: %v", err)
+	list, err := faultProcesslist(ctx, db)
+	if err != nil {
+		t.Fatalf("SHOW FULL PROCESSLIST: %v", err)
 	}
-	return n > 0
+	for _, s := range list {
+		if s.id == id {
+			return true
+		}
+	}
+	return false
 }
 
 // faultPoll calls cond every 10 ms until it returns true or d has passed. It
