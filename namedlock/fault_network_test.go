@@ -39,7 +39,7 @@ func faultProxied(t *testing.T, lease, keepAlive, checkTimeout time.Duration) (*
 
 // TestFaultBlackholedHolder: the network between a holder and the server
 // goes silent (a partition: no data, no FIN, no RST). The holder is told
-// within keep-alive + check timeout (+ 0.5 s), and another instance, which
+// within keep-alive + check timeout (+ 1 s margin), and another instance, which
 // still reaches the server, acquires the lock within the lease + 2 s. A host
 // that vanished with its socket left open (a raw lock connection of the same
 // pool, blackholed and never closed) loses its lock by the lease (the
@@ -88,11 +88,11 @@ func TestFaultBlackholedHolder(t *testing.T) {
 		}()
 	}
 
-	bound := keepAlive + checkTimeout + 500*time.Millisecond
+	bound := keepAlive + checkTimeout + time.Second // + margin for a loaded machine
 	d, ok := faultClosedWithin(k.Done(), cut, lease+3*time.Second)
 	t.Logf("detection latency after blackhole (keep-alive %v, check timeout %v): %v", keepAlive, checkTimeout, d)
 	if !ok || d > bound {
-		t.Errorf("holder told %v after the blackhole (told: %v), want within keep-alive + check timeout + 0.5 s = %v", d, ok, bound)
+		t.Errorf("holder told %v after the blackhole (told: %v), want within keep-alive + check timeout + 1 s = %v", d, ok, bound)
 	}
 	if err := k.Err(); !errors.Is(err, namedlock.ErrLockLost) {
 		t.Errorf("Err() = %v, want ErrLockLost", err)
