@@ -1,0 +1,95 @@
+package namedlock_test
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/namedlock/mysql/internal/testdb"
+	"github.com/namedlock/mysql/namedlock"
+)
+
+// TestPlainPool: a Locker also works on a *sql.DB that did not come from
+// pool.Open (no control connector: cancelled waits are killed through the
+// pool itself; the lease is set on the connection).
+func TestPlainPool(t *testing.T) {
+	testdb.RequireReal(t)
+	leakCheck(t)
+	db, err := sql.Open("mysql", testdb.Get(t).DSN)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = db.Close() })
+	db.SetMaxOpenConns(4)
+	l, err := namedlock.NewLocker(db, namedlock.WithLease(9*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = l.Close() })
+	other := newInstance(t, "")
+	adm := admin(t)
+	key := uniqueKey(t, "k")
+	ctx := testCtx(t, 20*time.Second)
+
+	if err := l.Do(ctx, key, func(context.Context) error { return nil }); err != nil {
+		t.Fatalf("Do: %v", err)
+	}
+	var lease int
+	c, err := db.Conn(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.QueryRowContext(ctx, "SELECT @@session.wait_timeout").Scan(&lease); err != nil {
+		t.Fatal(err)
+	}
+	_ = c.Close()
+	if lease != 9 {
+		t.Errorf("lock connection wait_timeout = %d, want 9", lease)
+	}
+
+	held := mustAcquire(t, other.locker, key)
+	wctx, cancel := context.WithCancel(ctx)
+	go func() {
+		eventually(t, 5*time.Second, "never waited at the server", func() bool { return preparedWaits(t, adm) > 0 })
+		time.Sleep(50 * time.Millisecond)
+		cancel()
+	}()
+	if _, err := l.Acquire(wctx, key); !errors.Is(err, namedlock.ErrNotAcquired) || !errors.Is(err, context.Canceled) {
+		t.Errorf("cancelled Acquire = %v", err)
+	}
+	if st := l.Stats(); st.CancelledWaits != 1 {
+		t.Errorf("Stats = %+v, want 1 cancelled wait", st)
+	}
+	// The wait is killed (through the pool itself) at once; left alone, the
+	// server would notice the closed socket only at its next 1 s poll.
+	eventually(t, 600*time.Millisecond, "the cancelled wait is still at the server", func() bool {
+		return preparedWaits(t, adm) == 0
+	})
+	if err := held.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(100 * time.Millisecond)
+	if id := holderOf(t, adm, held.Name()); id != 0 {
+		t.Errorf("released lock granted to session %d: the cancelled wait was not ended", id)
+	}
+	wantInUse(t, db, 0)
+	if err := l.Close(); err != nil {
+		t.Errorf("Close: %v", err)
+	}
+}
+
+// preparedWaits counts server sessions waiting in a GET_LOCK sent as a
+// prepared statement, whose process-list entry shows "?" instead of the
+// name (a pool without interpolateParams). Only such pools send it.
+func preparedWaits(t testing.TB, db *sql.DB) int {
+	t.Helper()
+	var n int
+	err := db.QueryRow(`SELECT COUNT(*) FROM information_schema.PROCESSLIST
+		WHERE STATE IN ('User lock', 'Waiting for user level lock') AND INFO = 'SELECT GET_LOCK(?, ?)'`).Scan(&n)
+	if err != nil {
+		t.Fatalf("PROCESSLIST: %v", err)
+	}
+	return n
+}
