@@ -81,11 +81,12 @@ func canonicalKeys(keys []string) ([]string, error) {
 	return out, nil
 }
 
-// releaseAll releases locks in reverse order of acquisition.
+// releaseAll releases locks in reverse order of acquisition. A nil ctx
+// bounds each release that goes to the server by the release timeout.
 func releaseAll(ctx context.Context, locks []*Lock) error {
 	var errs []error
 	for i := len(locks) - 1; i >= 0; i-- {
-		if err := locks[i].Release(ctx); err != nil {
+		if err := locks[i].release(ctx, true); err != nil {
 			errs = append(errs, err)
 		}
 	}
@@ -106,17 +107,15 @@ func (l *Locker) run(ctx context.Context, locks []*Lock, fn func(ctx context.Con
 	finished := false
 	defer func() {
 		if !finished { // fn panicked or called runtime.Goexit
-			rctx, rcancel := context.WithTimeout(context.WithoutCancel(ctx), l.cfg.releaseTimeout)
-			_ = releaseAll(rctx, locks)
-			rcancel()
+			_ = releaseAll(nil, locks)
 			cancel(context.Canceled)
 		}
 	}()
 	ferr := fn(fctx)
 	finished = true
-	rctx, rcancel := context.WithTimeout(context.WithoutCancel(ctx), l.cfg.releaseTimeout)
-	rerr := releaseAll(rctx, locks)
-	rcancel()
+	// nil: each release is bounded by the release timeout, whose timer is
+	// started only for a release that goes to the server (not a handoff).
+	rerr := releaseAll(nil, locks)
 	cancel(context.Canceled)
 	if rerr == nil {
 		return ferr

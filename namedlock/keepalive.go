@@ -68,8 +68,9 @@ func (l *Locker) check(s *session) {
 		return
 	}
 	sent := time.Now()
-	var owned sql.NullInt64
-	err := s.conn.QueryRowContext(ctx, sqlOwnership, s.name).Scan(&owned)
+	var answer [1]sql.NullInt64
+	err := queryInts(ctx, s.conn, answer[:], sqlOwnership, s.name)
+	owned := answer[0]
 	var lost error
 	switch {
 	case l.bg.Err() != nil:
@@ -117,8 +118,9 @@ func (l *Locker) prove(s *session, since time.Time) error {
 	ctx, cancel := context.WithTimeout(l.bg, l.cfg.checkTimeout)
 	defer cancel()
 	sent := time.Now()
-	var owned sql.NullInt64
-	err := s.conn.QueryRowContext(ctx, sqlOwnership, s.name).Scan(&owned)
+	var answer [1]sql.NullInt64
+	err := queryInts(ctx, s.conn, answer[:], sqlOwnership, s.name)
+	owned := answer[0]
 	if err == nil && owned.Valid && owned.Int64 == 1 {
 		s.provedAt = sent
 		s.mu.Unlock()

@@ -96,6 +96,8 @@ func (k *Lock) Release(ctx context.Context) error {
 	return k.release(ctx, true)
 }
 
+// release is Release; a nil ctx bounds the RELEASE_LOCK, if one is needed,
+// by the release timeout (Do, DoTx, DoMulti).
 func (k *Lock) release(ctx context.Context, observe bool) error {
 	l := k.l
 	l.mu.Lock()
@@ -140,6 +142,11 @@ func (k *Lock) release(ctx context.Context, observe bool) error {
 	s.holder = nil
 	q.holder, q.sess = nil, nil
 	l.mu.Unlock()
+	if ctx == nil {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(context.Background(), l.cfg.releaseTimeout)
+		defer cancel()
+	}
 	err := s.release(ctx)
 	l.mu.Lock()
 	if errors.Is(err, ErrLockLost) {

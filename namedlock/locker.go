@@ -41,6 +41,7 @@ type Locker struct {
 	killer  killer
 	flavor  atomic.Int32
 	stats   counters
+	conns   knownConns
 	closeMu sync.Mutex
 }
 

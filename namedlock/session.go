@@ -18,12 +18,14 @@ import (
 const (
 	// sqlTryLock takes the lock without waiting and, in the same round trip,
 	// learns the session's id (needed to end a cancelled wait) and its
-	// wait_timeout (the lease).
-	sqlTryLock   = "SELECT GET_LOCK(?, 0), CONNECTION_ID(), @@session.wait_timeout"
-	sqlWaitLock  = "SELECT GET_LOCK(?, ?)"
-	sqlRelease   = "SELECT RELEASE_LOCK(?)"
-	sqlOwnership = "SELECT IS_USED_LOCK(?) = CONNECTION_ID()"
-	sqlVersion   = "SELECT VERSION(), @@version_comment"
+	// wait_timeout (the lease): on the first use of a connection only, then
+	// sqlTryLockKnown (see knownConns).
+	sqlTryLock      = "SELECT GET_LOCK(?, 0), CONNECTION_ID(), @@session.wait_timeout"
+	sqlTryLockKnown = "SELECT GET_LOCK(?, 0)"
+	sqlWaitLock     = "SELECT GET_LOCK(?, ?)"
+	sqlRelease      = "SELECT RELEASE_LOCK(?)"
+	sqlOwnership    = "SELECT IS_USED_LOCK(?) = CONNECTION_ID()"
+	sqlVersion      = "SELECT VERSION(), @@version_comment"
 )
 
 // longestWait is the timeout sent to GET_LOCK when ctx has no deadline: one
@@ -81,12 +83,20 @@ func (l *Locker) serverAcquire(ctx context.Context, key, name string, try bool) 
 		}
 		return nil, fmt.Errorf("namedlock: lock connection for %q: %w", key, err)
 	}
-	var got sql.NullInt64
-	var id, waitTimeout int64
-	if err := conn.QueryRowContext(ctx, sqlTryLock, name).Scan(&got, &id, &waitTimeout); err != nil {
+	dc := connIdentity(conn)
+	id, known := l.conns.lookup(dc)
+	var row [3]sql.NullInt64
+	if known {
+		err = queryInts(ctx, conn, row[:1], sqlTryLockKnown, name)
+	} else {
+		err = queryInts(ctx, conn, row[:], sqlTryLock, name)
+		id = row[1].Int64
+	}
+	if err != nil {
 		discard(conn)
 		return nil, l.getLockError(ctx, key, err)
 	}
+	got, waitTimeout := row[0], row[2].Int64
 	if !got.Valid {
 		_ = conn.Close()
 		return nil, fmt.Errorf("namedlock: GET_LOCK(%q) answered NULL", name)
@@ -101,12 +111,15 @@ func (l *Locker) serverAcquire(ctx context.Context, key, name string, try bool) 
 		}
 	}
 	s := &session{name: name, conn: conn, id: id}
-	if waitTimeout != l.lease {
-		// Once per connection: the next acquisition on it sees the lease.
-		if _, err := conn.ExecContext(ctx, "SET SESSION wait_timeout = "+strconv.FormatInt(l.lease, 10)); err != nil {
-			discard(conn)
-			return nil, fmt.Errorf("namedlock: set the lease on the lock connection for %q: %w", key, err)
+	if !known {
+		// Once per connection: later acquisitions on it skip this.
+		if waitTimeout != l.lease {
+			if _, err := conn.ExecContext(ctx, "SET SESSION wait_timeout = "+strconv.FormatInt(l.lease, 10)); err != nil {
+				discard(conn)
+				return nil, fmt.Errorf("namedlock: set the lease on the lock connection for %q: %w", key, err)
+			}
 		}
+		l.conns.remember(dc, id, l.db)
 	}
 	return s, nil
 }
@@ -134,9 +147,10 @@ func (l *Locker) wait(ctx context.Context, conn *sql.Conn, key, name string, id 
 		if !hard {
 			wctx, cancel = graceContext(ctx)
 		}
-		var got sql.NullInt64
-		err := conn.QueryRowContext(wctx, sqlWaitLock, name, timeout).Scan(&got)
+		var answer [1]sql.NullInt64
+		err := queryInts(wctx, conn, answer[:], sqlWaitLock, name, timeout)
 		cancel()
+		got := answer[0]
 		switch {
 		case err != nil && (ctx.Err() != nil || wctx.Err() != nil):
 			// The driver closed the socket; the server session may still
@@ -264,8 +278,9 @@ func (s *session) release(ctx context.Context) error {
 	}
 	s.gone = true
 	sent := time.Now()
-	var got sql.NullInt64
-	err := s.conn.QueryRowContext(ctx, sqlRelease, s.name).Scan(&got)
+	var row [1]sql.NullInt64
+	err := queryInts(ctx, s.conn, row[:], sqlRelease, s.name)
+	got := row[0]
 	if err == nil && got.Valid && got.Int64 == 1 {
 		s.provedAt = sent // held until now: earlier holders (handoffs) are covered
 		_ = s.conn.Close()
