@@ -359,7 +359,8 @@ func TestServerDetectsUserLockDeadlock(t *testing.T) {
 // Those waits are bounded by their contexts: both end with ErrNotAcquired and
 // the ctx error, not with ErrDeadlock. (Consequently ErrDeadlock cannot be
 // provoked through the public API on this design; the mapping of 1213/3058 is
-// unreachable black-box.)
+// unreachable black-box and is checked white-box by
+// TestFaultDeadlockErrorMapping.)
 func TestCrossedWaitsEndByContext(t *testing.T) {
 	testdb.RequireReal(t)
 	t.Parallel()
