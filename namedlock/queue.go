@@ -107,7 +107,7 @@ func (l *Locker) acquireAtServer(ctx context.Context, q *queue, key string, try 
 	// Close ends a wait at the server (or for a pool connection) at once.
 	sctx, cancel := context.WithCancelCause(ctx)
 	stop := context.AfterFunc(l.closing, func() { cancel(ErrClosed) })
-	s, err := l.serverAcquire(sctx, key, q.name, try)
+	s, err := l.serverAcquire(ctx, sctx, key, q.name, try)
 	stop()
 	cancel(nil)
 	l.mu.Lock()

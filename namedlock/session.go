@@ -74,8 +74,13 @@ func discard(conn *sql.Conn) {
 	_ = conn.Close()
 }
 
-// serverAcquire takes the named lock on a connection of its own.
-func (l *Locker) serverAcquire(ctx context.Context, key, name string, try bool) (*session, error) {
+// serverAcquire takes the named lock on a connection of its own. ctx is the
+// caller's ctx, also ended by Close, for everything that may wait (for a pool
+// connection, in GET_LOCK with a timeout). The first GET_LOCK never waits at
+// the server and runs on callerCtx, the caller's own: the driver watches a
+// cancellable ctx with a goroutine handshake per statement, which an
+// uncontended acquisition with a ctx that cannot be cancelled need not pay.
+func (l *Locker) serverAcquire(callerCtx, ctx context.Context, key, name string, try bool) (*session, error) {
 	conn, err := l.db.Conn(ctx)
 	if err != nil {
 		if ended(ctx) {
@@ -87,9 +92,9 @@ func (l *Locker) serverAcquire(ctx context.Context, key, name string, try bool) 
 	id, known := l.conns.lookup(dc)
 	var row [3]sql.NullInt64
 	if known {
-		err = queryInts(ctx, conn, row[:1], sqlTryLockKnown, name)
+		err = queryInts(callerCtx, conn, row[:1], sqlTryLockKnown, name)
 	} else {
-		err = queryInts(ctx, conn, row[:], sqlTryLock, name)
+		err = queryInts(callerCtx, conn, row[:], sqlTryLock, name)
 		id = row[1].Int64
 	}
 	if err != nil {
