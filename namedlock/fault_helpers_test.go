@@ -4,7 +4,6 @@ import (
 	"context"
 	"database/sql"
 	"errors"
-	"fmt"
 	"slices"
 	"strconv"
 	"strings"
@@ -81,56 +80,7 @@ func faultHolder(ctx context.Context, db *sql.DB, name string) (int64, error) {
 	return id.Int64, err
 }
 
-// faultSession is one row of the server's process list.
-type faultSession struct {
-	id    int64
-	state string
-	info  string
-}
-
-// faultProcesslist reads the process list with SHOW FULL PROCESSLIST, which
-// the server answers from its thread list directly. (A SELECT on
-// information_schema.PROCESSLIST materialises a temporary Aria table for its
-// LONGTEXT INFO column; the shared MariaDB 10.11.19 crashed once here in
-// ha_maria::drop_table freeing one, while sessions were being killed.)
-func faultProcesslist(ctx context.Context, db *sql.DB) ([]faultSession, error) {
-	rows, err := db.QueryContext(ctx, "SHOW FULL PROCESSLIST")
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	cols, err := rows.Columns()
-	if err != nil {
-		return nil, err
-	}
-	idx := map[string]int{}
-	for i, c := range cols {
-		idx[strings.ToLower(c)] = i
-	}
-	for _, c := range []string{"id", "state", "info"} {
-		if _, ok := idx[c]; !ok {
-			return nil, fmt.Errorf("SHOW FULL PROCESSLIST has no column %q (columns %v)", c, cols)
-		}
-	}
-	var out []faultSession
-	vals := make([]sql.RawBytes, len(cols))
-	ptrs := make([]any, len(cols))
-	for i := range vals {
-		ptrs[i] = &vals[i]
-	}
-	for rows.Next() {
-		if err := rows.Scan(ptrs...); err != nil {
-			return nil, err
-		}
-		id, err := strconv.ParseInt(string(vals[idx["id"]]), 10, 64)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, faultSession{id: id, state: string(vals[idx["state"]]), info: string(vals[idx["info"]])})
-	}
-	return out, rows.Err()
-}
-
+// serverSession is one row of the server's process list.
 // faultWaiters returns the ids of server sessions waiting in GET_LOCK
 // (MariaDB state "User lock", MySQL "Waiting for user level lock") for a name
 // that contains pattern.
@@ -138,7 +88,7 @@ func faultWaiters(t testing.TB, db *sql.DB, pattern string) []int64 {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	list, err := faultProcesslist(ctx, db)
+	list, err := processList(ctx, db)
 	if err != nil {
 		t.Fatalf("SHOW FULL PROCESSLIST: %v", err)
 	}
@@ -158,7 +108,7 @@ func faultSessionExists(t testing.TB, db *sql.DB, id int64) bool {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	list, err := faultProcesslist(ctx, db)
+	list, err := processList(ctx, db)
 	if err != nil {
 		t.Fatalf("SHOW FULL PROCESSLIST: %v", err)
 	}

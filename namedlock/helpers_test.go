@@ -6,6 +6,7 @@ import (
 	"database/sql"
 	"encoding/hex"
 	"fmt"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -145,15 +146,81 @@ func eventually(t testing.TB, d time.Duration, what string, cond func() bool) {
 // level lock").
 func waitingAtServer(t testing.TB, db *sql.DB, name string) bool {
 	t.Helper()
-	var n int
+	for _, s := range sessions(t, db) {
+		if isLockWait(s.state) && strings.Contains(s.info, name) {
+			return true
+		}
+	}
+	return false
+}
+
+// isLockWait reports whether a process-list state is a GET_LOCK wait.
+func isLockWait(state string) bool {
+	return state == "User lock" || state == "Waiting for user level lock"
+}
+
+// sessions returns the server's process list, failing t on error.
+func sessions(t testing.TB, db *sql.DB) []serverSession {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	err := db.QueryRowContext(ctx, `SELECT COUNT(*) FROM information_schema.PROCESSLIST
-		WHERE STATE IN ('User lock', 'Waiting for user level lock') AND LOCATE(?, INFO) > 0`, name).Scan(&n)
+	list, err := processList(ctx, db)
 	if err != nil {
-		t.Fatalf("PROCESSLIST: %v", err)
+		t.Fatalf("SHOW FULL PROCESSLIST: %v", err)
 	}
-	return n > 0
+	return list
+}
+
+// serverSession is one row of the server's process list.
+type serverSession struct {
+	id    int64
+	state string
+	info  string
+	idle  int64 // TIME: seconds in the current state
+}
+
+// processList reads the process list with SHOW FULL PROCESSLIST, which
+// the server answers from its thread list directly. (A SELECT on
+// information_schema.PROCESSLIST materialises a temporary Aria table for its
+// LONGTEXT INFO column; the shared MariaDB 10.11.19 crashed once here in
+// ha_maria::drop_table freeing one, while sessions were being killed.)
+func processList(ctx context.Context, db *sql.DB) ([]serverSession, error) {
+	rows, err := db.QueryContext(ctx, "SHOW FULL PROCESSLIST")
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	cols, err := rows.Columns()
+	if err != nil {
+		return nil, err
+	}
+	idx := map[string]int{}
+	for i, c := range cols {
+		idx[strings.ToLower(c)] = i
+	}
+	for _, c := range []string{"id", "state", "info", "time"} {
+		if _, ok := idx[c]; !ok {
+			return nil, fmt.Errorf("SHOW FULL PROCESSLIST has no column %q (columns %v)", c, cols)
+		}
+	}
+	var out []serverSession
+	vals := make([]sql.RawBytes, len(cols))
+	ptrs := make([]any, len(cols))
+	for i := range vals {
+		ptrs[i] = &vals[i]
+	}
+	for rows.Next() {
+		if err := rows.Scan(ptrs...); err != nil {
+			return nil, err
+		}
+		id, err := strconv.ParseInt(string(vals[idx["id"]]), 10, 64)
+		if err != nil {
+			return nil, err
+		}
+		idle, _ := strconv.ParseInt(string(vals[idx["time"]]), 10, 64)
+		out = append(out, serverSession{id: id, state: string(vals[idx["state"]]), info: string(vals[idx["info"]]), idle: idle})
+	}
+	return out, rows.Err()
 }
 
 // killSession kills server session id (KILL CONNECTION).
