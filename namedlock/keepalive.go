@@ -80,7 +80,7 @@ func (l *Locker) check(s *session) {
 	case !owned.Valid || owned.Int64 != 1:
 		lost = lostError(s.name, "ownership check: the session no longer holds it")
 	default:
-		s.provedAt = sent
+		s.proved(sent)
 	}
 	if lost != nil {
 		s.gone, s.lostErr = true, lost
@@ -101,9 +101,54 @@ func (l *Locker) check(s *session) {
 // at about the same time share one check. A failed or false check is a
 // loss: the connection is discarded, the current holder is told, and prove
 // returns an error matching ErrLockLost.
+//
+// A caller already proven returns at once, even while a check for later
+// callers is in flight; one that a check in flight may prove waits for it
+// (the connection is busy until then anyway); one check runs at a time.
 func (l *Locker) prove(s *session, since time.Time) error {
+	for {
+		s.pmu.Lock()
+		if s.provedAt.After(since) {
+			s.pmu.Unlock()
+			return nil
+		}
+		if ch := s.proofDone; ch != nil {
+			s.pmu.Unlock()
+			<-ch
+			continue
+		}
+		ch := make(chan struct{})
+		s.proofDone = ch
+		s.pmu.Unlock()
+		err := l.proveOnce(s, since)
+		s.pmu.Lock()
+		s.proofDone = nil
+		s.pmu.Unlock()
+		close(ch)
+		return err
+	}
+}
+
+// proved records that s held its lock when a statement sent at t answered.
+func (s *session) proved(t time.Time) {
+	s.pmu.Lock()
+	if t.After(s.provedAt) {
+		s.provedAt = t
+	}
+	s.pmu.Unlock()
+}
+
+// provenSince reports whether s was proven to hold its lock after since.
+func (s *session) provenSince(since time.Time) bool {
+	s.pmu.Lock()
+	defer s.pmu.Unlock()
+	return s.provedAt.After(since)
+}
+
+// proveOnce is prove's ownership check, run by one caller at a time.
+func (l *Locker) proveOnce(s *session, since time.Time) error {
 	s.mu.Lock()
-	if s.provedAt.After(since) {
+	if s.provenSince(since) {
 		s.mu.Unlock()
 		return nil
 	}
@@ -122,7 +167,7 @@ func (l *Locker) prove(s *session, since time.Time) error {
 	err := queryInts(ctx, s.conn, answer[:], sqlOwnership, s.name)
 	owned := answer[0]
 	if err == nil && owned.Valid && owned.Int64 == 1 {
-		s.provedAt = sent
+		s.proved(sent)
 		s.mu.Unlock()
 		return nil
 	}

@@ -121,21 +121,46 @@ func (k *Lock) release(ctx context.Context, observe bool) error {
 	}
 	k.endLocked(stateReleased, ErrNotHeld)
 	released := time.Now()
-	if l.handoffLocked(q, s) {
+	handed := l.handoffLocked(q, s)
+	var linger chan struct{}
+	var proveErr error
+	if !handed && s.handoffs > 0 && s.proving > 0 && l.handoffAllowed(s) {
+		// Nobody waits, but earlier holders of this server lock wait in
+		// prove and are likely back soon: keep the lock, unheld, while this
+		// caller's own proof runs (and lingerGrace after it). A local
+		// caller arriving meanwhile takes it over, as by a handoff.
+		linger = make(chan struct{})
+		s.holder, q.holder, q.linger = nil, nil, linger
+	}
+	if handed || linger != nil {
+		s.proving++
 		l.mu.Unlock()
 		// The next caller has the lock without a round trip; this caller
 		// returns once the session is proven to have held it until now.
 		err := l.prove(s, released)
+		if linger != nil && err == nil {
+			t := time.NewTimer(lingerGrace)
+			select {
+			case <-linger:
+			case <-t.C:
+			}
+			t.Stop()
+		}
+		l.mu.Lock()
+		s.proving--
 		if errors.Is(err, ErrLockLost) {
-			l.mu.Lock()
 			k.state, k.err = stateLost, err
 			l.stats.lost.Add(1)
+		}
+		if linger == nil || q.linger != linger {
 			l.mu.Unlock()
+			if observe {
+				l.observe(Event{Key: k.key, Outcome: Released, Held: held, Err: err})
+			}
+			return err
 		}
-		if observe {
-			l.observe(Event{Key: k.key, Outcome: Released, Held: held, Err: err})
-		}
-		return err
+		// Nobody came: back to the server after all.
+		q.linger, proveErr = nil, err
 	}
 	// Back to the server. The queue stays busy (holder nil) until then, so
 	// no local caller goes to the server meanwhile.
@@ -148,8 +173,11 @@ func (k *Lock) release(ctx context.Context, observe bool) error {
 		defer cancel()
 	}
 	err := s.release(ctx)
+	if proveErr != nil {
+		err = proveErr // s was found lost (or the Locker closing) by prove
+	}
 	l.mu.Lock()
-	if errors.Is(err, ErrLockLost) {
+	if errors.Is(err, ErrLockLost) && k.state != stateLost {
 		// Found lost by the release itself: Err and later Releases say so.
 		k.state, k.err = stateLost, err
 		l.stats.lost.Add(1)

@@ -166,6 +166,7 @@ func (l *Locker) Close() error {
 			l.stats.held.Add(-1)
 			q.holder = nil
 		}
+		q.linger = nil
 		if q.sess != nil {
 			q.sess.holder = nil
 			sessions = append(sessions, q.sess)

@@ -13,8 +13,13 @@ import (
 type queue struct {
 	name    string
 	holder  *Lock    // the local holder, nil while the head acquires or releases
-	sess    *session // the server lock while held by holder
+	sess    *session // the server lock while held by holder (or lingering)
 	waiters []*waiter
+	// linger is non-nil while sess is held with no local holder, after a
+	// release that found no waiter while earlier holders were still being
+	// proven (see Lock.release); a caller arriving meanwhile takes the lock
+	// over, as by a handoff, and closes linger.
+	linger chan struct{}
 }
 
 // waiter is a caller queued behind the busy party of a queue.
@@ -42,6 +47,16 @@ func (l *Locker) acquireQueued(ctx context.Context, key, name string, try bool) 
 		return nil, false, ErrClosed
 	}
 	q := l.keys[name]
+	if q != nil && q.linger != nil && l.handoffAllowed(q.sess) {
+		s := q.sess
+		close(q.linger)
+		q.linger = nil
+		s.handoffs++
+		k := &Lock{l: l, q: q, sess: s, key: key, acquired: time.Now()}
+		s.holder, q.holder = k, k
+		l.mu.Unlock()
+		return k, true, nil
+	}
 	if q == nil {
 		q = &queue{name: name}
 		l.keys[name] = q
@@ -142,7 +157,7 @@ func (l *Locker) acquireAtServer(ctx context.Context, q *queue, key string, try 
 // held lock on: the first waiter, if any, gets the turn to acquire at the
 // server; otherwise q is removed.
 func (l *Locker) advanceLocked(q *queue) {
-	q.holder, q.sess = nil, nil
+	q.holder, q.sess, q.linger = nil, nil, nil
 	if len(q.waiters) > 0 && !l.closed {
 		w := q.waiters[0]
 		q.waiters[0] = nil
@@ -161,11 +176,23 @@ func (l *Locker) advanceLocked(q *queue) {
 	}
 }
 
+// lingerGrace is how long a lingering lock (queue.linger) waits, after its
+// last holder's proof, for the holders proven by the same check to come
+// back; measured here, without it they lose the race to the server release.
+const lingerGrace = 50 * time.Microsecond
+
+// handoffAllowed reports whether s may pass to one more local caller
+// without going back to the server: within the handoff bounds, and neither
+// lost nor closing. l.mu held.
+func (l *Locker) handoffAllowed(s *session) bool {
+	return !l.closed && !s.lost && s.handoffs < l.cfg.maxHandoffs &&
+		time.Since(s.acquiredAt) < l.cfg.maxHandoffTime
+}
+
 // handoffLocked passes k's held server lock to the first waiter of q when
 // the handoff bounds allow it, and reports whether it did.
 func (l *Locker) handoffLocked(q *queue, s *session) bool {
-	if len(q.waiters) == 0 || l.closed || s.handoffs >= l.cfg.maxHandoffs ||
-		time.Since(s.acquiredAt) >= l.cfg.maxHandoffTime {
+	if len(q.waiters) == 0 || !l.handoffAllowed(s) {
 		return false
 	}
 	w := q.waiters[0]

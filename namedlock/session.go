@@ -53,14 +53,18 @@ type session struct {
 	conn *sql.Conn
 	id   int64 // CONNECTION_ID() of conn
 
-	mu       sync.Mutex
-	gone     bool      // conn released or discarded (under mu)
-	lostErr  error     // why a check or release discarded conn (under mu)
-	provedAt time.Time // when the last statement that showed ownership was sent (under mu)
+	mu      sync.Mutex
+	gone    bool  // conn released or discarded (under mu)
+	lostErr error // why a check or release discarded conn (under mu)
+
+	pmu       sync.Mutex    // never held across a statement
+	provedAt  time.Time     // when the last statement that showed ownership was sent (under pmu)
+	proofDone chan struct{} // closed when prove's check in flight ends (under pmu)
 
 	holder     *Lock
 	acquiredAt time.Time
 	handoffs   int
+	proving    int // holders that let go of it and wait in prove
 	nextCheck  time.Time
 	checking   bool
 	lost       bool
@@ -287,7 +291,7 @@ func (s *session) release(ctx context.Context) error {
 	err := queryInts(ctx, s.conn, row[:], sqlRelease, s.name)
 	got := row[0]
 	if err == nil && got.Valid && got.Int64 == 1 {
-		s.provedAt = sent // held until now: earlier holders (handoffs) are covered
+		s.proved(sent) // held until now: earlier holders (handoffs) are covered
 		_ = s.conn.Close()
 		return nil
 	}
