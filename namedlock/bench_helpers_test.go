@@ -12,6 +12,7 @@ import (
 	"database/sql"
 	"fmt"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -146,6 +147,7 @@ type phase struct {
 	run      func(worker int) error
 	sections int64
 	elapsed  time.Duration
+	rates    []float64 // sections per second of each round
 }
 
 // runRound runs n sections of p spread over its workers, and adds them and
@@ -175,8 +177,10 @@ func (p *phase) runRound(n int64) error {
 		})
 	}
 	wg.Wait()
-	p.elapsed += time.Since(start)
+	elapsed := time.Since(start)
+	p.elapsed += elapsed
 	p.sections += n
+	p.rates = append(p.rates, float64(n)/elapsed.Seconds())
 	return first
 }
 
@@ -220,12 +224,14 @@ func warm(b *testing.B, phases ...*phase) {
 		if err := p.runRound(int64(4 * p.workers)); err != nil {
 			b.Fatal(err)
 		}
-		p.sections, p.elapsed = 0, 0
+		p.sections, p.elapsed, p.rates = 0, 0, nil
 	}
 }
 
 // reportThroughput reports the raw floor's and the library's sections per
-// second and their ratio (higher is better; the targets are ratios).
+// second and their ratio over the whole run, lib/raw (higher is better; the
+// targets are ratios), and lib/raw-med, the median of the rounds' ratios,
+// which a burst of load on the machine during one round moves less.
 func reportThroughput(b *testing.B, raw, lib *phase) {
 	b.Helper()
 	b.ReportMetric(raw.rate(), "raw-sections/s")
@@ -233,6 +239,23 @@ func reportThroughput(b *testing.B, raw, lib *phase) {
 	if raw.rate() > 0 {
 		b.ReportMetric(lib.rate()/raw.rate(), "lib/raw")
 	}
+	ratios := make([]float64, 0, len(lib.rates))
+	for i := range min(len(lib.rates), len(raw.rates)) {
+		ratios = append(ratios, lib.rates[i]/raw.rates[i])
+	}
+	if len(ratios) > 0 {
+		b.ReportMetric(median(ratios), "lib/raw-med")
+	}
+}
+
+// median returns the median of vs (which it sorts).
+func median(vs []float64) float64 {
+	slices.Sort(vs)
+	n := len(vs)
+	if n%2 == 1 {
+		return vs[n/2]
+	}
+	return (vs[n/2-1] + vs[n/2]) / 2
 }
 
 func nothing(context.Context) error { return nil }
