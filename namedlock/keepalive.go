@@ -69,7 +69,7 @@ func (l *Locker) check(s *session) {
 	}
 	sent := time.Now()
 	var answer [1]sql.NullInt64
-	err := queryInts(ctx, s.conn, answer[:], sqlOwnership, s.name)
+	err := queryInts(ctx, s.conn, answer[:], sqlOwnership, s.arg)
 	owned := answer[0]
 	var lost error
 	switch {
@@ -164,7 +164,7 @@ func (l *Locker) proveOnce(s *session, since time.Time) error {
 	defer cancel()
 	sent := time.Now()
 	var answer [1]sql.NullInt64
-	err := queryInts(ctx, s.conn, answer[:], sqlOwnership, s.name)
+	err := queryInts(ctx, s.conn, answer[:], sqlOwnership, s.arg)
 	owned := answer[0]
 	if err == nil && owned.Valid && owned.Int64 == 1 {
 		s.proved(sent)

@@ -2,6 +2,7 @@ package namedlock
 
 import (
 	"context"
+	"sync"
 	"time"
 )
 
@@ -26,6 +27,15 @@ type queue struct {
 type waiter struct {
 	ch  chan grant // buffered 1: whoever pops the waiter sends exactly once
 	key string     // the caller's key
+}
+
+// waiters are pooled: once its caller has received its grant, or removed it
+// from the queue unpopped, nothing refers to a waiter any more.
+var waiterPool = sync.Pool{New: func() any { return &waiter{ch: make(chan grant, 1)} }}
+
+func putWaiter(w *waiter) {
+	w.key = ""
+	waiterPool.Put(w)
 }
 
 // grant is what a queued caller receives: a handed-over lock, the turn to
@@ -68,13 +78,15 @@ func (l *Locker) acquireQueued(ctx context.Context, key, name string, try bool) 
 		l.mu.Unlock()
 		return nil, false, notAcquired(ctx, key, nil)
 	}
-	w := &waiter{ch: make(chan grant, 1), key: key}
+	w := waiterPool.Get().(*waiter)
+	w.key = key
 	q.waiters = append(q.waiters, w)
 	l.stats.queued.Add(1)
 	l.mu.Unlock()
 
 	select {
 	case g := <-w.ch:
+		putWaiter(w)
 		return l.received(ctx, q, key, g)
 	case <-ctx.Done():
 	}
@@ -84,12 +96,14 @@ func (l *Locker) acquireQueued(ctx context.Context, key, name string, try bool) 
 			q.waiters = append(q.waiters[:i], q.waiters[i+1:]...)
 			l.stats.queued.Add(-1)
 			l.mu.Unlock()
+			putWaiter(w)
 			return nil, false, notAcquired(ctx, key, nil)
 		}
 	}
 	l.mu.Unlock()
 	// Popped concurrently: the grant is in the channel. Give it back.
 	g := <-w.ch
+	putWaiter(w)
 	switch {
 	case g.lock != nil:
 		l.stats.held.Add(1) // release counts it down again

@@ -50,6 +50,7 @@ const (
 // run one at a time under mu; the other fields are guarded by Locker.mu.
 type session struct {
 	name string
+	arg  any // name as a statement argument, converted once
 	conn *sql.Conn
 	id   int64 // CONNECTION_ID() of conn
 
@@ -95,10 +96,11 @@ func (l *Locker) serverAcquire(callerCtx, ctx context.Context, key, name string,
 	dc := connIdentity(conn)
 	id, known := l.conns.lookup(dc)
 	var row [3]sql.NullInt64
+	arg := any(name)
 	if known {
-		err = queryInts(callerCtx, conn, row[:1], sqlTryLockKnown, name)
+		err = queryInts(callerCtx, conn, row[:1], sqlTryLockKnown, arg)
 	} else {
-		err = queryInts(callerCtx, conn, row[:], sqlTryLock, name)
+		err = queryInts(callerCtx, conn, row[:], sqlTryLock, arg)
 		id = row[1].Int64
 	}
 	if err != nil {
@@ -119,7 +121,7 @@ func (l *Locker) serverAcquire(callerCtx, ctx context.Context, key, name string,
 			return nil, err
 		}
 	}
-	s := &session{name: name, conn: conn, id: id}
+	s := &session{name: name, arg: arg, conn: conn, id: id}
 	if !known {
 		// Once per connection: later acquisitions on it skip this.
 		if waitTimeout != l.lease {
@@ -288,7 +290,7 @@ func (s *session) release(ctx context.Context) error {
 	s.gone = true
 	sent := time.Now()
 	var row [1]sql.NullInt64
-	err := queryInts(ctx, s.conn, row[:], sqlRelease, s.name)
+	err := queryInts(ctx, s.conn, row[:], sqlRelease, s.arg)
 	got := row[0]
 	if err == nil && got.Valid && got.Int64 == 1 {
 		s.proved(sent) // held until now: earlier holders (handoffs) are covered

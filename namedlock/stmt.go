@@ -20,11 +20,14 @@ import (
 // RELEASE_LOCK), a goroutine per query. Measured here, that goroutine alone
 // cost about 10 % of an uncontended Do.
 
-// stmtBuf is the scratch space of one direct statement.
+// stmtBuf is the scratch space of one direct statement, pooled: the driver
+// keeps neither its arguments nor the row's values after the statement.
 type stmtBuf struct {
 	args [2]driver.NamedValue
 	vals [3]driver.Value
 }
+
+var stmtBufs = sync.Pool{New: func() any { return new(stmtBuf) }}
 
 // queryInts runs query with args on the pinned connection conn and stores
 // its one row in dest, one element per column. Errors are the driver's, as
@@ -37,7 +40,11 @@ func queryInts(ctx context.Context, conn *sql.Conn, dest []sql.NullInt64, query 
 		if !ok || len(args) > len(stmtBuf{}.args) || len(dest) > len(stmtBuf{}.vals) {
 			return nil
 		}
-		b := new(stmtBuf)
+		b := stmtBufs.Get().(*stmtBuf)
+		defer func() {
+			*b = stmtBuf{}
+			stmtBufs.Put(b)
+		}()
 		for i, a := range args {
 			b.args[i] = driver.NamedValue{Ordinal: i + 1, Value: a}
 		}
@@ -58,11 +65,16 @@ func queryInts(ctx context.Context, conn *sql.Conn, dest []sql.NullInt64, query 
 	if direct || err != nil {
 		return err
 	}
+	// Scanned through a copy: pointers into dest would move every caller's
+	// dest to the heap, also on the direct path.
+	row := make([]sql.NullInt64, len(dest))
 	ptrs := make([]any, len(dest))
-	for i := range dest {
-		ptrs[i] = &dest[i]
+	for i := range row {
+		ptrs[i] = &row[i]
 	}
-	return conn.QueryRowContext(ctx, query, args...).Scan(ptrs...)
+	err = conn.QueryRowContext(ctx, query, args...).Scan(ptrs...)
+	copy(dest, row)
+	return err
 }
 
 // scanInts reads the first row of rows into dest, through vals.
@@ -83,9 +95,11 @@ func scanInts(rows driver.Rows, vals []driver.Value, dest []sql.NullInt64) error
 		case nil:
 			dest[i] = sql.NullInt64{}
 		default:
-			if err := dest[i].Scan(v); err != nil {
+			var n sql.NullInt64 // not dest[i]: that would move dest to the heap
+			if err := n.Scan(v); err != nil {
 				return fmt.Errorf("namedlock: column %d of the answer: %w", i+1, err)
 			}
+			dest[i] = n
 		}
 	}
 	return nil
