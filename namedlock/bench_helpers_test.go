@@ -200,7 +200,13 @@ const benchRounds = 8
 // the machine's speed. It fails b on the first error.
 func alternate(b *testing.B, phases ...*phase) {
 	b.Helper()
-	rounds := min(benchRounds, b.N)
+	alternateIn(b, benchRounds, phases...)
+}
+
+// alternateIn is alternate in up to rounds rounds.
+func alternateIn(b *testing.B, rounds int, phases ...*phase) {
+	b.Helper()
+	rounds = min(rounds, b.N)
 	per := int64(b.N / rounds)
 	for r := range rounds {
 		n := per

@@ -39,7 +39,9 @@
 // others of its process wait, the server lock is handed to the next of them
 // without a round trip, at most [DefaultMaxHandoffs] times in a row and for
 // at most [DefaultMaxHandoffTime] ([WithHandoff]); then it goes back to the
-// server so other instances get their turn.
+// server so other instances get their turn. A holder that handed the lock on
+// returns from Release once one ownership check, shared with the holders
+// before it, proves the session still held the lock after its release.
 //
 // A wait that ends because ctx ended returns an error matching both
 // [ErrNotAcquired] and ctx.Err(). The driver only closes its socket on
