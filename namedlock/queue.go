@@ -134,8 +134,14 @@ func (l *Locker) received(ctx context.Context, q *queue, key string, g grant) (*
 // pinned connection, then installs itself as q's holder.
 func (l *Locker) acquireAtServer(ctx context.Context, q *queue, key string, try bool) (*Lock, error) {
 	// Close ends a wait at the server (or for a pool connection) at once.
-	sctx, cancel := context.WithCancelCause(ctx)
-	stop := context.AfterFunc(l.closing, func() { cancel(ErrClosed) })
+	// A ctx that can never end needs no merging: l.closing alone will do,
+	// without a context and a registration with l.closing per acquisition.
+	sctx, cancel := l.closing, context.CancelCauseFunc(func(error) {})
+	stop := func() bool { return true }
+	if ctx.Done() != nil {
+		sctx, cancel = context.WithCancelCause(ctx)
+		stop = context.AfterFunc(l.closing, func() { cancel(ErrClosed) })
+	}
 	s, err := l.serverAcquire(ctx, sctx, key, q.name, try)
 	stop()
 	cancel(nil)
