@@ -80,21 +80,14 @@ func faultHolder(ctx context.Context, db *sql.DB, name string) (int64, error) {
 	return id.Int64, err
 }
 
-// serverSession is one row of the server's process list.
 // faultWaiters returns the ids of server sessions waiting in GET_LOCK
 // (MariaDB state "User lock", MySQL "Waiting for user level lock") for a name
 // that contains pattern.
 func faultWaiters(t testing.TB, db *sql.DB, pattern string) []int64 {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	list, err := processList(ctx, db)
-	if err != nil {
-		t.Fatalf("SHOW FULL PROCESSLIST: %v", err)
-	}
 	var ids []int64
-	for _, s := range list {
-		if (s.state == "User lock" || s.state == "Waiting for user level lock") && strings.Contains(s.info, pattern) {
+	for _, s := range sessions(t, db) {
+		if isLockWait(s.state) && strings.Contains(s.info, pattern) {
 			ids = append(ids, s.id)
 		}
 	}
@@ -106,13 +99,7 @@ func faultWaiters(t testing.TB, db *sql.DB, pattern string) []int64 {
 // process list, in any state.
 func faultSessionExists(t testing.TB, db *sql.DB, id int64) bool {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	list, err := processList(ctx, db)
-	if err != nil {
-		t.Fatalf("SHOW FULL PROCESSLIST: %v", err)
-	}
-	for _, s := range list {
+	for _, s := range sessions(t, db) {
 		if s.id == id {
 			return true
 		}

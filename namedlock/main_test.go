@@ -3,11 +3,13 @@ package namedlock_test
 import (
 	"testing"
 
+	"github.com/namedlock/mysql/internal/mariadbtest"
 	"github.com/namedlock/mysql/internal/testdb"
 )
 
 // TestMain finds the test server once (named in every test's output by
-// testdb.Get) and stops whatever it had to start.
+// testdb.Get), stops whatever it had to start, removes the private servers'
+// datadir template and checks that no goroutine outlives the tests.
 func TestMain(m *testing.M) {
-	testdb.Main(m)
+	testdb.Main(m, mariadbtest.RemoveTemplate)
 }

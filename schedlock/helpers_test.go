@@ -4,32 +4,18 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
-	"os"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/go-sql-driver/mysql"
-	"go.uber.org/goleak"
 
 	"github.com/namedlock/mysql/internal/testdb"
 )
 
-func TestMain(m *testing.M) {
-	code := m.Run()
-	if err := testdb.Stop(); err != nil {
-		fmt.Fprintf(os.Stderr, "testdb: %v\n", err)
-		code = 1
-	}
-	if code == 0 {
-		if err := goleak.Find(); err != nil {
-			fmt.Fprintf(os.Stderr, "goleak: %v\n", err)
-			code = 1
-		}
-	}
-	os.Exit(code)
-}
+// TestMain stops the test server and checks for leaked goroutines.
+func TestMain(m *testing.M) { testdb.Main(m) }
 
 var servers sync.Map // test name -> *testdb.Server, so each test logs its server once
 

@@ -3,34 +3,17 @@ package faultproxy
 import (
 	"context"
 	"database/sql"
-	"fmt"
-	"os"
 	"testing"
 	"time"
 
 	"github.com/go-sql-driver/mysql"
-	"go.uber.org/goleak"
 
 	"github.com/namedlock/mysql/internal/testdb"
 )
 
-// TestMain stops the test server if testdb started one, then checks that
-// no goroutine outlives the tests: the proxies' links and toxics must all
-// have ended once their proxies were stopped.
-func TestMain(m *testing.M) {
-	code := m.Run()
-	if err := testdb.Stop(); err != nil {
-		fmt.Fprintln(os.Stderr, "testdb:", err)
-		code = 1
-	}
-	if code == 0 {
-		if err := goleak.Find(); err != nil {
-			fmt.Fprintln(os.Stderr, "goleak:", err)
-			code = 1
-		}
-	}
-	os.Exit(code)
-}
+// TestMain stops the test server and checks that no goroutine outlives the
+// tests: the proxies' links and toxics must all end with their proxies.
+func TestMain(m *testing.M) { testdb.Main(m) }
 
 // upstream returns the test server and its address.
 func upstream(t *testing.T) (*testdb.Server, string) {

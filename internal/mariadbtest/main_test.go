@@ -4,30 +4,16 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
-	"os"
 	"runtime"
 	"testing"
 	"time"
 
-	"go.uber.org/goleak"
+	"github.com/namedlock/mysql/internal/testdb"
 )
 
 // TestMain removes the datadir template and checks that no goroutine (the
 // process reapers in particular) outlives the tests.
-func TestMain(m *testing.M) {
-	code := m.Run()
-	if err := RemoveTemplate(); err != nil {
-		fmt.Fprintln(os.Stderr, "RemoveTemplate:", err)
-		code = 1
-	}
-	if code == 0 {
-		if err := goleak.Find(); err != nil {
-			fmt.Fprintln(os.Stderr, "goleak:", err)
-			code = 1
-		}
-	}
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { testdb.Main(m, RemoveTemplate) }
 
 // open opens a pool on dsn, closed when the test ends.
 func open(t *testing.T, dsn string) *sql.DB {

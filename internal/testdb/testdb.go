@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/go-sql-driver/mysql"
+	"go.uber.org/goleak"
 
 	"github.com/namedlock/mysql/internal/embedded"
 )
@@ -76,15 +77,27 @@ func RequireReal(tb testing.TB) *Server {
 	return s
 }
 
-// Main runs the tests, stops whatever Get started (Stop), and exits with the
-// tests' code; it fails the binary if stopping fails. Call it from TestMain:
+// Main runs the tests, stops whatever Get started (Stop), runs the after
+// functions (e.g. mariadbtest.RemoveTemplate), then checks that no goroutine
+// outlives the tests (goleak.Find), and exits with the tests' code; a
+// failure in any of those steps fails the binary. Call it from TestMain:
 //
 //	func TestMain(m *testing.M) { testdb.Main(m) }
-func Main(m *testing.M) {
+func Main(m *testing.M, after ...func() error) {
 	code := m.Run()
 	if err := Stop(); err != nil {
 		fmt.Fprintf(os.Stderr, "testdb: %v\n", err)
-		if code == 0 {
+		code = max(code, 1)
+	}
+	for _, f := range after {
+		if err := f(); err != nil {
+			fmt.Fprintf(os.Stderr, "testdb: after the tests: %v\n", err)
+			code = max(code, 1)
+		}
+	}
+	if code == 0 {
+		if err := goleak.Find(); err != nil {
+			fmt.Fprintf(os.Stderr, "goleak: %v\n", err)
 			code = 1
 		}
 	}

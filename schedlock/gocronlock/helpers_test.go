@@ -3,32 +3,18 @@ package gocronlock
 import (
 	"context"
 	"fmt"
-	"os"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/go-co-op/gocron/v2"
-	"go.uber.org/goleak"
 
 	"github.com/namedlock/mysql/internal/testdb"
 )
 
-func TestMain(m *testing.M) {
-	code := m.Run()
-	if err := testdb.Stop(); err != nil {
-		fmt.Fprintf(os.Stderr, "testdb: %v\n", err)
-		code = 1
-	}
-	if code == 0 {
-		if err := goleak.Find(); err != nil {
-			fmt.Fprintf(os.Stderr, "goleak: %v\n", err)
-			code = 1
-		}
-	}
-	os.Exit(code)
-}
+// TestMain stops the test server and checks for leaked goroutines.
+func TestMain(m *testing.M) { testdb.Main(m) }
 
 // uniqueName is testdb.UniqueName usable as a table name.
 func uniqueName(tb testing.TB) string {
