@@ -26,7 +26,10 @@ type redactedError struct {
 	sentinel error
 }
 
+// Error returns the redacted message.
 func (e *redactedError) Error() string { return e.msg }
+
+// Unwrap returns the package sentinel the original error matched, if any.
 func (e *redactedError) Unwrap() error { return e.sentinel }
 
 // passwordIn extracts the password from a DSN the driver could not parse,

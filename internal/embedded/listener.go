@@ -78,6 +78,7 @@ type trackedConn struct {
 	once sync.Once
 }
 
+// Close closes the connection and forgets it, once.
 func (c *trackedConn) Close() error {
 	err := c.Conn.Close()
 	c.once.Do(func() { c.l.forget(c) })
