@@ -38,7 +38,7 @@ var (
 )
 
 // Get returns the server tests run against, found once per test binary, and
-// logs its Name ("server: ...") to tb, so that every test's output says which
+// logs its Name ("server: ...") to tb on tb's first call, so that every test's output says which
 // server it ran on. It tries, in order:
 //
 //  1. the DSN in $MYSQL_TEST_DSN, if set (and nothing else: if it does not
@@ -62,9 +62,15 @@ func Get(tb testing.TB) *Server {
 	if findErr != nil {
 		tb.Fatalf("testdb: %v", findErr)
 	}
-	tb.Logf("server: %s", found.Name)
+	if _, seen := logged.LoadOrStore(tb, true); !seen {
+		tb.Logf("server: %s", found.Name)
+	}
 	return found
 }
+
+// logged holds the tests (and benchmarks) whose output already names the
+// server, so that each names it once however often it calls Get.
+var logged sync.Map // testing.TB -> bool
 
 // RequireReal is Get, then skips the test (tb.Skip) when the server is the
 // embedded go-mysql-server, saying why no real server was found.
