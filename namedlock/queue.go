@@ -107,9 +107,8 @@ func (l *Locker) acquireQueued(ctx context.Context, key, name string, try bool) 
 	switch {
 	case g.lock != nil:
 		l.stats.held.Add(1) // release counts it down again
-		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), l.cfg.releaseTimeout)
-		_ = g.lock.release(rctx, false)
-		cancel()
+		// nil: bounded by the release timeout.
+		_ = g.lock.release(nil, false)
 	case g.promoted:
 		l.mu.Lock()
 		l.advanceLocked(q)
@@ -151,9 +150,7 @@ func (l *Locker) acquireAtServer(ctx context.Context, q *queue, key string, try 
 	}
 	if err == nil && l.closed {
 		l.mu.Unlock()
-		rctx, cancel := context.WithTimeout(context.Background(), l.cfg.releaseTimeout)
-		_ = s.release(rctx)
-		cancel()
+		_ = s.release(context.Background(), l.cfg.releaseTimeout)
 		l.mu.Lock()
 		err = ErrClosed
 	}

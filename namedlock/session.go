@@ -7,10 +7,13 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"net"
 	"strconv"
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/namedlock/mysql/pool"
 )
 
 // Statements run on a pinned lock connection. Parameters are interpolated
@@ -52,7 +55,8 @@ type session struct {
 	name string
 	arg  any // name as a statement argument, converted once
 	conn *sql.Conn
-	id   int64 // CONNECTION_ID() of conn
+	nc   net.Conn // conn's socket (pool.NetConn), nil if unknown: see queryIntsUntil
+	id   int64    // CONNECTION_ID() of conn
 
 	mu      sync.Mutex
 	gone    bool  // conn released or discarded (under mu)
@@ -94,15 +98,16 @@ func (l *Locker) serverAcquire(callerCtx, ctx context.Context, key, name string,
 		return nil, fmt.Errorf("namedlock: lock connection for %q: %w", key, err)
 	}
 	dc := connIdentity(conn)
-	id, known := l.conns.lookup(dc)
+	kc, known := l.conns.lookup(dc)
 	var row [3]sql.NullInt64
 	arg := any(name)
 	if known {
 		err = queryInts(callerCtx, conn, row[:1], sqlTryLockKnown, arg)
 	} else {
 		err = queryInts(callerCtx, conn, row[:], sqlTryLock, arg)
-		id = row[1].Int64
+		kc = knownConn{id: row[1].Int64, nc: pool.NetConn(dc)}
 	}
+	id := kc.id
 	if err != nil {
 		discard(conn)
 		return nil, l.getLockError(ctx, key, err)
@@ -121,7 +126,7 @@ func (l *Locker) serverAcquire(callerCtx, ctx context.Context, key, name string,
 			return nil, err
 		}
 	}
-	s := &session{name: name, arg: arg, conn: conn, id: id}
+	s := &session{name: name, arg: arg, conn: conn, nc: kc.nc, id: id}
 	if !known {
 		// Once per connection: later acquisitions on it skip this.
 		if waitTimeout != l.lease {
@@ -130,7 +135,7 @@ func (l *Locker) serverAcquire(callerCtx, ctx context.Context, key, name string,
 				return nil, fmt.Errorf("namedlock: set the lease on the lock connection for %q: %w", key, err)
 			}
 		}
-		l.conns.remember(dc, id, l.db)
+		l.conns.remember(dc, kc, l.db)
 	}
 	return s, nil
 }
@@ -280,7 +285,18 @@ func graceContext(parent context.Context) (context.Context, context.CancelFunc) 
 // release runs RELEASE_LOCK on the pinned connection. Only an answer of 1
 // returns the connection to the pool; anything else discards it, so a
 // connection is never pooled while it may still hold the lock.
-func (s *session) release(ctx context.Context) error {
+//
+// A timeout of 0 runs it within ctx alone (Lock.Release's own ctx, as the
+// caller gave it). Otherwise it is bounded by timeout from now, and ctx
+// should be one that cannot end (context.Background()): the statement is
+// then bounded by a deadline on the socket when it is known (see
+// queryIntsUntil), which spares the driver's per-statement goroutine
+// handshake on every Do.
+func (s *session) release(ctx context.Context, timeout time.Duration) error {
+	var deadline time.Time
+	if timeout > 0 {
+		deadline = time.Now().Add(timeout) // counting any wait for s.mu
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.gone {
@@ -290,7 +306,14 @@ func (s *session) release(ctx context.Context) error {
 	s.gone = true
 	sent := time.Now()
 	var row [1]sql.NullInt64
-	err := queryInts(ctx, s.conn, row[:], sqlRelease, s.arg)
+	var err error
+	var ended bool // the statement failed because its bound passed or ctx ended
+	if timeout > 0 {
+		ended, err = queryIntsUntil(ctx, deadline, s.nc, s.conn, row[:], sqlRelease, s.arg)
+	} else {
+		err = queryInts(ctx, s.conn, row[:], sqlRelease, s.arg)
+		ended = err != nil && ctx.Err() != nil
+	}
 	got := row[0]
 	if err == nil && got.Valid && got.Int64 == 1 {
 		s.proved(sent) // held until now: earlier holders (handoffs) are covered
@@ -299,7 +322,7 @@ func (s *session) release(ctx context.Context) error {
 	}
 	discard(s.conn)
 	switch {
-	case err != nil && ctx.Err() == nil:
+	case err != nil && !ended:
 		// The session that held the lock is gone (KILL, restart, network):
 		// the lock went with it, possibly while it was still being used.
 		s.lostErr = fmt.Errorf("%w: %q: RELEASE_LOCK failed, the session that held it is gone: %w", ErrLockLost, s.name, err)

@@ -38,6 +38,12 @@ func Open(dsn string, opts ...Option) (*sql.DB, error) {
 //     maximum lifetime or idle time (a held lock's connection is never
 //     recycled under it).
 //
+// Connections over tcp (tcp4, tcp6) or unix are dialed by the pool itself,
+// with a [net.Dialer] as the driver does, so that [NetConn] knows their
+// sockets. A dial function registered with [mysql.RegisterDialContext]
+// under a network name of its own is still used (NetConn is then nil), but
+// one registered for "tcp" or "unix" themselves is not.
+//
 // It then pings the server, verifies that GET_LOCK and RELEASE_LOCK work and
 // that the server is not a Galera node with wsrep_on=ON. On any failure the
 // pool is closed and the error names the address and user, never the
@@ -60,11 +66,18 @@ func OpenContext(ctx context.Context, dsn string, opts ...Option) (*sql.DB, erro
 		cfg.Params = map[string]string{}
 	}
 	cfg.Params["wait_timeout"] = strconv.FormatInt(leaseSeconds(o.lease), 10)
-	connector, err := mysql.NewConnector(cfg)
+	tracked := tracksNetConns(cfg)
+	if tracked {
+		cfg.DialFunc = dial
+	}
+	c, err := mysql.NewConnector(cfg)
 	if err != nil {
 		return nil, redact(fmt.Errorf("pool: %s: %w", describe(cfg), err), cfg.Passwd)
 	}
-	db := sql.OpenDB(connector)
+	if tracked {
+		c = &connector{c}
+	}
+	db := sql.OpenDB(c)
 	db.SetMaxOpenConns(o.maxConns)
 	db.SetMaxIdleConns(o.maxConns)
 	db.SetConnMaxLifetime(0)
@@ -76,7 +89,7 @@ func OpenContext(ctx context.Context, dsn string, opts ...Option) (*sql.DB, erro
 		_ = db.Close()
 		return nil, redact(fmt.Errorf("pool: %s: %w", describe(cfg), err), cfg.Passwd)
 	}
-	register(db, connector)
+	register(db, c)
 	return db, nil
 }
 

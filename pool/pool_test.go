@@ -412,3 +412,90 @@ func listenSilently(t *testing.T) string {
 	})
 	return ln.Addr().String()
 }
+
+// TestNetConn: NetConn knows the socket under every connection of a pool
+// from Open (its remote end is the DSN's address, and one connection's is
+// not another's), and nothing for a pool from sql.Open on the same DSN, for
+// a DSN that sets writeTimeout (the driver would override deadlines), or for
+// values that are not driver connections.
+func TestNetConn(t *testing.T) {
+	t.Parallel()
+	dsn := testdb.Get(t).DSN
+	cfg, err := mysql.ParseDSN(dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	netConnOf := func(t *testing.T, c *sql.Conn) net.Conn {
+		t.Helper()
+		var nc net.Conn
+		if err := c.Raw(func(dc any) error { nc = pool.NetConn(dc); return nil }); err != nil {
+			t.Fatal(err)
+		}
+		return nc
+	}
+	pinned := func(t *testing.T, db *sql.DB) *sql.Conn {
+		t.Helper()
+		c, err := db.Conn(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = c.Close() })
+		return c
+	}
+
+	db := open(t, dsn)
+	a, b := pinned(t, db), pinned(t, db)
+	na, nb := netConnOf(t, a), netConnOf(t, b)
+	if na == nil || nb == nil {
+		t.Fatalf("NetConn of pool.Open connections = %v, %v; want both known", na, nb)
+	}
+	if na == nb {
+		t.Error("two connections share one socket")
+	}
+	if cfg.Net == "tcp" {
+		want, err := net.ResolveTCPAddr("tcp", cfg.Addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := na.RemoteAddr().String(); got != want.String() {
+			t.Errorf("NetConn(...).RemoteAddr() = %s, want %s", got, want)
+		}
+	}
+	// The socket is the connection's: a deadline set on it and cleared
+	// again leaves the connection working.
+	if err := na.SetDeadline(time.Now().Add(time.Minute)); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.PingContext(ctx); err != nil {
+		t.Errorf("ping with a deadline on the socket: %v", err)
+	}
+	if err := na.SetDeadline(time.Time{}); err != nil {
+		t.Fatal(err)
+	}
+
+	plain, err := sql.Open("mysql", dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = plain.Close() })
+	if nc := netConnOf(t, pinned(t, plain)); nc != nil {
+		t.Errorf("NetConn of a sql.Open connection = %v, want nil", nc)
+	}
+	wt := open(t, withParams(t, dsn, nil, func(c *mysql.Config) { c.WriteTimeout = 30 * time.Second }))
+	if nc := netConnOf(t, pinned(t, wt)); nc != nil {
+		t.Errorf("NetConn with writeTimeout = %v, want nil", nc)
+	}
+	for _, v := range []any{nil, 42, "conn", new(int), (*mysql.Config)(nil)} {
+		if nc := pool.NetConn(v); nc != nil {
+			t.Errorf("NetConn(%#v) = %v, want nil", v, nc)
+		}
+	}
+	// ControlConnector still works on the tracking connector.
+	ctrl := sql.OpenDB(pool.ControlConnector(db))
+	defer ctrl.Close()
+	if err := ctrl.PingContext(ctx); err != nil {
+		t.Errorf("control connection: %v", err)
+	}
+}

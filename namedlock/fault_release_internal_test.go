@@ -1,0 +1,225 @@
+package namedlock
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"net"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/go-sql-driver/mysql"
+
+	"github.com/namedlock/mysql/internal/faultproxy"
+	"github.com/namedlock/mysql/internal/testdb"
+	"github.com/namedlock/mysql/keyfmt"
+	"github.com/namedlock/mysql/pool"
+)
+
+// TestFaultBlackholedRelease: the network goes silent while fn runs, so
+// Do's RELEASE_LOCK gets no answer. Do returns within the release timeout
+// (+ 1 s margin on a loaded machine) with an error that says the release
+// was not confirmed (not ErrLockLost: nothing shows the lock was lost), the
+// connection is discarded (none in use, none idle), and once the proxy
+// closes the blackholed connections the server frees the lock. Run on a
+// pool from pool.Open, whose sessions know their sockets and bound the
+// release by a deadline on them (the path every Do takes), and on a plain
+// pool (sql.OpenDB on the driver's connector), which bounds it by a context.
+func TestFaultBlackholedRelease(t *testing.T) {
+	srv := testdb.RequireReal(t)
+	cfg, err := mysql.ParseDSN(srv.DSN)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name     string
+		open     func(t testing.TB, dsn string) *sql.DB
+		deadline bool // the release is bounded by a socket deadline
+	}{
+		{"pool.Open (socket deadline)", openLockPool, true},
+		{"plain pool (context)", testdb.OpenDB, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			const releaseTimeout = time.Second
+			p := faultproxy.New(t, cfg.Addr)
+			db := tc.open(t, p.DSN(srv.DSN))
+			// No keep-alive check during the test: the release meets the
+			// blackhole first.
+			l, err := NewLocker(db, WithReleaseTimeout(releaseTimeout), WithKeepAlive(20*time.Second), WithCheckTimeout(3*time.Second))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer l.Close()
+			key := testdb.UniqueName(t)
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+
+			var nc net.Conn
+			var cut time.Time
+			err = l.Do(ctx, key, func(context.Context) error {
+				l.mu.Lock()
+				nc = l.keys[keyfmt.Portable(key)].sess.nc
+				l.mu.Unlock()
+				p.Blackhole(t)
+				cut = time.Now()
+				return nil
+			})
+			took := time.Since(cut)
+			t.Logf("Do returned %v after the blackhole (release timeout %v): %v", took, releaseTimeout, err)
+			if got := nc != nil; got != tc.deadline {
+				t.Fatalf("the session knows its socket: %v, want %v", got, tc.deadline)
+			}
+			if err == nil || errors.Is(err, ErrLockLost) || !strings.Contains(err.Error(), "not confirmed") {
+				t.Errorf("Do = %v, want a release that was not confirmed (not ErrLockLost)", err)
+			}
+			if took < releaseTimeout-50*time.Millisecond || took > releaseTimeout+time.Second {
+				t.Errorf("Do returned %v after the blackhole, want the release timeout %v (+ 1 s)", took, releaseTimeout)
+			}
+			if st := db.Stats(); st.InUse != 0 || st.Idle != 0 {
+				t.Errorf("lock pool after the release: %+v, want nothing in use or idle (the connection discarded)", st)
+			}
+			if st := l.Stats(); st.Held != 0 || st.Lost != 0 {
+				t.Errorf("Stats = %+v, want Held 0, Lost 0", st)
+			}
+
+			// Heal closes the blackholed connections: the server ends the
+			// session and frees the lock.
+			p.Heal(t)
+			adm := testdb.OpenDB(t, srv.DSN)
+			name := keyfmt.Portable(key)
+			deadline := time.Now().Add(5 * time.Second)
+			for {
+				var holder sql.NullInt64
+				if err := adm.QueryRowContext(ctx, "SELECT IS_USED_LOCK(?)", name).Scan(&holder); err != nil {
+					t.Fatal(err)
+				}
+				if !holder.Valid {
+					break
+				}
+				if time.Now().After(deadline) {
+					t.Fatalf("session %d still holds %q 5 s after the heal", holder.Int64, name)
+				}
+				time.Sleep(20 * time.Millisecond)
+			}
+		})
+	}
+}
+
+// openLockPool opens a pool with pool.Open, closed at the end of the test.
+func openLockPool(t testing.TB, dsn string) *sql.DB {
+	t.Helper()
+	db, err := pool.Open(dsn)
+	if err != nil {
+		t.Fatalf("pool.Open: %v", err)
+	}
+	t.Cleanup(func() { _ = db.Close() })
+	return db
+}
+
+// TestQueryIntsUntil: the deadline path of queryIntsUntil on a pool.Open
+// connection through a fault proxy. A statement that succeeds leaves no
+// deadline behind (a later statement, after the deadline, still works); a
+// blackholed statement ends at its deadline, or earlier when its ctx ends
+// (as Close ends a keep-alive check), with an error that says which.
+func TestQueryIntsUntil(t *testing.T) {
+	srv := testdb.RequireReal(t)
+	cfg, err := mysql.ParseDSN(srv.DSN)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := faultproxy.New(t, cfg.Addr)
+	db := openLockPool(t, p.DSN(srv.DSN))
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	pinned := func() (*sql.Conn, net.Conn) {
+		t.Helper()
+		conn, err := db.Conn(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		nc := pool.NetConn(connIdentity(conn))
+		if nc == nil {
+			t.Fatal("pool.NetConn = nil for a pool.Open connection")
+		}
+		return conn, nc
+	}
+	var row [1]sql.NullInt64
+
+	conn, nc := pinned()
+	bg, stop := context.WithCancel(context.Background())
+	ended, err := queryIntsUntil(bg, time.Now().Add(100*time.Millisecond), nc, conn, row[:], "SELECT 1")
+	if err != nil || ended || row[0].Int64 != 1 {
+		t.Fatalf("queryIntsUntil = %v, %v, %v; want 1", row[0], ended, err)
+	}
+	stop() // after the statement: must not touch the connection
+	time.Sleep(200 * time.Millisecond)
+	if err := queryInts(context.Background(), conn, row[:], "SELECT 2"); err != nil || row[0].Int64 != 2 {
+		t.Fatalf("a statement after the deadline = %v, %v; want 2 (deadline not cleared?)", row[0], err)
+	}
+	_ = conn.Close()
+
+	a, anc := pinned()
+	b, bnc := pinned()
+	p.Blackhole(t)
+
+	start := time.Now()
+	ended, err = queryIntsUntil(context.Background(), start.Add(300*time.Millisecond), anc, a, row[:], "SELECT 1")
+	took := time.Since(start)
+	t.Logf("blackholed, deadline 300 ms: %v after %v", err, took)
+	if !ended || !errors.Is(err, context.DeadlineExceeded) || took > 1300*time.Millisecond {
+		t.Errorf("blackholed statement with a 300 ms deadline = ended %v, %v after %v; want DeadlineExceeded within 300 ms (+ 1 s)", ended, err, took)
+	}
+	discard(a)
+
+	bg, stop = context.WithCancel(context.Background())
+	time.AfterFunc(300*time.Millisecond, stop)
+	start = time.Now()
+	ended, err = queryIntsUntil(bg, start.Add(20*time.Second), bnc, b, row[:], "SELECT 1")
+	took = time.Since(start)
+	t.Logf("blackholed, ctx cancelled after 300 ms: %v after %v", err, took)
+	if !ended || !errors.Is(err, context.Canceled) || took > 1300*time.Millisecond {
+		t.Errorf("blackholed statement with ctx cancelled after 300 ms = ended %v, %v after %v; want Canceled within 300 ms (+ 1 s)", ended, err, took)
+	}
+	discard(b)
+	p.Heal(t)
+	if st := db.Stats(); st.OpenConnections != 0 {
+		t.Errorf("lock pool: %+v, want no connection open (both discarded)", st)
+	}
+}
+
+// TestInterrupterDisarm: once disarm has returned, fire sets no deadline,
+// whether or not the AfterFunc had already started it.
+func TestInterrupterDisarm(t *testing.T) {
+	for _, started := range []bool{false, true} {
+		nc := &deadlineRecorder{}
+		it := &interrupter{nc: nc, stop: func() bool { return !started }}
+		it.disarm()
+		if started {
+			it.fire() // the AfterFunc that stop could not prevent
+		}
+		if nc.calls != 0 {
+			t.Errorf("fire started %v: %d deadlines set after disarm, want 0", started, nc.calls)
+		}
+	}
+	nc := &deadlineRecorder{}
+	it := &interrupter{nc: nc, stop: func() bool { return false }}
+	it.fire()
+	it.disarm()
+	if nc.calls != 1 || !nc.last.Equal(longAgo) {
+		t.Errorf("fire before disarm: %d deadlines, last %v; want 1, %v", nc.calls, nc.last, longAgo)
+	}
+}
+
+// deadlineRecorder is a net.Conn that records SetDeadline.
+type deadlineRecorder struct {
+	net.Conn
+	calls int
+	last  time.Time
+}
+
+func (r *deadlineRecorder) SetDeadline(t time.Time) error {
+	r.calls++
+	r.last = t
+	return nil
+}
