@@ -77,12 +77,12 @@ func ExampleConfig_keepAlive() {
 
 	cfg := schedlock.Config{
 		Name:          "reindex",
-		LockAtMostFor: 300 * time.Millisecond,
-		KeepAlive:     100 * time.Millisecond, // LockAtMostFor/3
+		LockAtMostFor: time.Second,
+		KeepAlive:     250 * time.Millisecond, // LockAtMostFor/4
 	}
 	ran, err := p.Run(ctx, cfg, func(ctx context.Context) error {
 		select {
-		case <-time.After(time.Second): // three times LockAtMostFor
+		case <-time.After(2 * time.Second): // twice LockAtMostFor
 			fmt.Println("reindexed")
 			return nil
 		case <-ctx.Done():
