@@ -82,25 +82,13 @@ func (c *config) validate() error {
 // plus the check timeout (a network that stops answering). d must be
 // positive, and d + check timeout shorter than the lease.
 func WithKeepAlive(d time.Duration) Option {
-	return func(c *config) {
-		if d <= 0 {
-			c.invalid("WithKeepAlive(%v): must be positive", d)
-			return
-		}
-		c.keepAlive = d
-	}
+	return positive("WithKeepAlive", d, func(c *config) { c.keepAlive = d })
 }
 
 // WithCheckTimeout bounds one ownership check. An answer slower than d is a
 // loss; a slow answer within d is not. d must be positive.
 func WithCheckTimeout(d time.Duration) Option {
-	return func(c *config) {
-		if d <= 0 {
-			c.invalid("WithCheckTimeout(%v): must be positive", d)
-			return
-		}
-		c.checkTimeout = d
-	}
+	return positive("WithCheckTimeout", d, func(c *config) { c.checkTimeout = d })
 }
 
 // WithLease sets the session wait_timeout (whole seconds, rounded up) that
@@ -141,13 +129,7 @@ func WithHandoff(maxCount int, maxTime time.Duration) Option {
 // Close. A release that does not answer in time discards its connection, so
 // the server frees the lock when it sees the session end. d must be positive.
 func WithReleaseTimeout(d time.Duration) Option {
-	return func(c *config) {
-		if d <= 0 {
-			c.invalid("WithReleaseTimeout(%v): must be positive", d)
-			return
-		}
-		c.releaseTimeout = d
-	}
+	return positive("WithReleaseTimeout", d, func(c *config) { c.releaseTimeout = d })
 }
 
 // WithObserver registers fn to be called, synchronously, on every
@@ -157,4 +139,16 @@ func WithReleaseTimeout(d time.Duration) Option {
 // Locker.
 func WithObserver(fn func(Event)) Option {
 	return func(c *config) { c.observer = fn }
+}
+
+// positive returns an option that applies set when d is positive and
+// records an ErrInvalidOption naming the option otherwise.
+func positive(option string, d time.Duration, set func(*config)) Option {
+	return func(c *config) {
+		if d <= 0 {
+			c.invalid("%s(%v): must be positive", option, d)
+			return
+		}
+		set(c)
+	}
 }

@@ -73,3 +73,11 @@ func eventually(t *testing.T, d time.Duration, what string, cond func() bool) {
 		time.Sleep(20 * time.Millisecond)
 	}
 }
+
+// lock takes the named lock name on c without waiting, failing t otherwise.
+func lock(t *testing.T, c *sql.Conn, name string) {
+	t.Helper()
+	if v := must(t, c, "SELECT GET_LOCK(?, 0)", name); v.String != "1" {
+		t.Fatalf("GET_LOCK = %v", v)
+	}
+}

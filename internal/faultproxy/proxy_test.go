@@ -50,10 +50,7 @@ func TestBlackholeAndHeal(t *testing.T) {
 	name := testdb.UniqueName(t)
 
 	c := pin(t, db)
-	id := must(t, c, "SELECT CONNECTION_ID()").String
-	if v := must(t, c, "SELECT GET_LOCK(?, 0)", name); v.String != "1" {
-		t.Fatalf("GET_LOCK = %v", v)
-	}
+	lock(t, c, name)
 
 	p.Blackhole(t)
 	p.Blackhole(t) // twice is once
@@ -73,7 +70,6 @@ func TestBlackholeAndHeal(t *testing.T) {
 	eventually(t, 5*time.Second, "released after the client closed", func() bool {
 		return !must(t, direct, "SELECT IS_USED_LOCK(?)", name).Valid
 	})
-	_ = id
 
 	p.Heal(t)
 	if v := must(t, db, "SELECT 2"); v.String != "2" {
@@ -91,9 +87,7 @@ func TestBlackholeKeepsServerSession(t *testing.T) {
 	name := testdb.UniqueName(t)
 	c := pin(t, db)
 	id := must(t, c, "SELECT CONNECTION_ID()").String
-	if v := must(t, c, "SELECT GET_LOCK(?, 0)", name); v.String != "1" {
-		t.Fatalf("GET_LOCK = %v", v)
-	}
+	lock(t, c, name)
 
 	p.Blackhole(t)
 	time.Sleep(300 * time.Millisecond)
@@ -146,9 +140,7 @@ func TestResetPeer(t *testing.T) {
 	direct := testdb.OpenDB(t, s.DSN)
 	name := testdb.UniqueName(t)
 	c := pin(t, db)
-	if v := must(t, c, "SELECT GET_LOCK(?, 0)", name); v.String != "1" {
-		t.Fatalf("GET_LOCK = %v", v)
-	}
+	lock(t, c, name)
 
 	p.ResetPeer(t)
 	if _, err := query(c, 5*time.Second, "SELECT 1"); err == nil {
@@ -179,9 +171,7 @@ func TestDisableEnable(t *testing.T) {
 	direct := testdb.OpenDB(t, s.DSN)
 	name := testdb.UniqueName(t)
 	c := pin(t, db)
-	if v := must(t, c, "SELECT GET_LOCK(?, 0)", name); v.String != "1" {
-		t.Fatalf("GET_LOCK = %v", v)
-	}
+	lock(t, c, name)
 
 	p.Disable(t)
 	if _, err := query(c, 5*time.Second, "SELECT 1"); err == nil {
