@@ -36,10 +36,33 @@
 // that lock the same key must compute the same name, even when they run
 // different versions of this package. The tests pin exact outputs.
 //
-// [Key] builds a name from a prefix and an identifier, for example
-// Key("product", 42) == "product:42".
+// # Keys and server names
+//
+// [Key] builds a key from a prefix and an identifier by joining them with
+// ':', for example Key("product", 42) == "product:42" and
+// Key("Product", 42) == "Product:42". It never maps. Key joins; the Locker
+// maps: namedlock's Locker applies Portable exactly once to every key it is
+// given, so the name the server sees for key k (in IS_USED_LOCK,
+// SHOW PROCESSLIST, performance_schema.metadata_locks, and as Lock.Name) is
+// always Portable(k):
+//
+//	key "product:42"  server name "product:42"
+//	key "Product:42"  server name "product:42#4kbjxyi65uadq45vjbmj"
+//
+// A portable key is its own server name, so another program's plain
+// SELECT GET_LOCK('product:42', ...) excludes a Locker holding the key
+// "product:42". A program that takes the same lock with raw SQL must in
+// general use Portable(Key(...)) as the name.
+//
+// Earlier versions of this package mapped inside Key as well, so a Locker
+// given Key's result for a non-portable join k locked Portable(Portable(k))
+// ("product:42_4kbjxyi65uadq45vjbmj#ax4333x3fi7sejltphkk" for Key("Product",
+// 42)). Processes running such a version and processes running this one
+// lock different server names for those keys and do not exclude each
+// other: do not run them side by side on such keys. Keys whose join is
+// portable ("product:42") are unaffected.
 //
 // Portable does not reject anything. In particular Portable("") returns a
 // mapped name ("#" followed by the hash); callers that consider an empty key
-// an error must check for it themselves before calling Portable or Key.
+// an error must check for it themselves before calling Portable.
 package keyfmt

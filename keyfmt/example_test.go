@@ -30,13 +30,25 @@ func ExampleIsPortable() {
 }
 
 func ExampleKey() {
+	// Key only joins prefix, ':' and the id; it never maps.
 	fmt.Println(keyfmt.Key("product", 42))
 	fmt.Println(keyfmt.Key("tenant/7/invoice", "2024-03"))
 	fmt.Println(keyfmt.Key("Product", 42))
 	// Output:
 	// product:42
 	// tenant/7/invoice:2024-03
-	// product:42#4kbjxyi65uadq45vjbmj
+	// Product:42
+}
+
+func ExampleKey_serverName() {
+	// The Locker maps each key once: the server name of a key is
+	// Portable(key). A portable key is its own server name.
+	for _, key := range []string{keyfmt.Key("product", 42), keyfmt.Key("Product", 42)} {
+		fmt.Printf("key %s -> SELECT GET_LOCK('%s', 10)\n", key, keyfmt.Portable(key))
+	}
+	// Output:
+	// key product:42 -> SELECT GET_LOCK('product:42', 10)
+	// key Product:42 -> SELECT GET_LOCK('product:42#4kbjxyi65uadq45vjbmj', 10)
 }
 
 func ExamplePortable_empty() {

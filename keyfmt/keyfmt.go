@@ -7,9 +7,10 @@ import (
 	"strconv"
 )
 
-// MaxLen is the length in bytes of the longest name that [Portable] and
-// [Key] return. Every name they return is ASCII, so MaxLen is also its
-// length in characters, which is MySQL 8's limit for lock names.
+// MaxLen is the length in bytes of the longest name that [Portable]
+// returns. Every name it returns is ASCII, so MaxLen is also its length in
+// characters, which is MySQL 8's limit for lock names. ([Key] only joins,
+// so its result may be longer.)
 const MaxLen = 64
 
 const (
@@ -68,9 +69,11 @@ func isPortable[T ~string | ~[]byte](name T) bool {
 // outputs (barring a collision in the 100-bit hash).
 //
 // A mapped result is not itself portable: Portable(Portable(s)) differs from
-// Portable(s) when s is not portable. Apply Portable once, to the original
-// key. Portable("") returns a mapped name; callers that must reject empty
-// keys should do so before calling it.
+// Portable(s) when s is not portable. Apply Portable exactly once, to the
+// original key: namedlock's Locker does, so callers pass it keys (for
+// example from [Key]), never names that Portable already returned.
+// Portable("") returns a mapped name; callers that must reject empty keys
+// should do so before calling it.
 func Portable(name string) string {
 	if isPortable(name) {
 		return name
@@ -105,16 +108,27 @@ func mapped(name []byte) string {
 	return string(out[:n])
 }
 
-// Key returns the portable lock name for prefix and id: Portable(prefix + ":"
-// + s), where s is id formatted as follows. A string is used as is, a []byte
-// as its contents, any int or uint kind (including uintptr) in decimal, a
-// [fmt.Stringer] by calling its String method (directly: unlike fmt, Key
-// does not recover from a String method that panics on a nil receiver), and
-// anything else with [fmt.Sprint].
+// Key returns the key prefix + ":" + s, where s is id formatted as follows.
+// A string is used as is, a []byte as its contents, any int or uint kind
+// (including uintptr) in decimal, a [fmt.Stringer] by calling its String
+// method (directly: unlike fmt, Key does not recover from a String method
+// that panics on a nil receiver), and anything else with [fmt.Sprint].
 //
-// Key("product", 42) returns "product:42". Key("Product", 42) returns a
-// mapped name, because "Product:42" is not portable. For string, []byte and
-// integer ids whose combined name is short, Key allocates only its result.
+// Key joins; the Locker maps: Key never changes a character and never
+// shortens, whatever prefix and id contain, and the server name of a key is
+// Portable(key), computed once by namedlock's Locker. Key("product", 42)
+// returns "product:42", which is portable, so it is also the server name.
+// Key("Product", 42) returns "Product:42", whose server name is
+// Portable("Product:42"), "product:42#4kbjxyi65uadq45vjbmj". A program that
+// takes the same lock with raw SQL must use Portable(Key(...)):
+//
+//	SELECT GET_LOCK('product:42#4kbjxyi65uadq45vjbmj', 10)
+//
+// Do not pass Key's result through Portable before handing it to a Locker:
+// that maps it twice.
+//
+// For string, []byte and integer ids whose joined key is at most 128 bytes
+// long, Key allocates only its result.
 func Key(prefix string, id any) string {
 	var buf [128]byte
 	b := append(buf[:0], prefix...)
@@ -151,8 +165,5 @@ func Key(prefix string, id any) string {
 	default:
 		b = append(b, fmt.Sprint(v)...)
 	}
-	if isPortable(b) {
-		return string(b)
-	}
-	return mapped(b)
+	return string(b)
 }

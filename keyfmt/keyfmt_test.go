@@ -3,6 +3,7 @@ package keyfmt
 import (
 	"crypto/sha256"
 	"encoding/base32"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -223,24 +224,169 @@ func TestKey(t *testing.T) {
 		{"n", uintptr(9), "n:9"},
 		{"n", myInt(5), "n:5"},
 		{"s", stringer{"tenant/7"}, "s:tenant/7"},
-		{"month", time.March, Portable("month:March")},
-		{"s", stringer{"Upper"}, Portable("s:Upper")},
-		{"Product", 42, Portable("Product:42")},
-		{"p", point{1, 2}, Portable("p:{1 2}")},
-		{"p", nil, Portable("p:<nil>")},
+		{"month", time.March, "month:March"},
+		{"s", stringer{"Upper"}, "s:Upper"},
+		{"Product", 42, "Product:42"},
+		{"p", point{1, 2}, "p:{1 2}"},
+		{"p", nil, "p:<nil>"},
 		{"p", 1.5, "p:1.5"},
 		{"p", true, "p:true"},
 		{"", 1, ":1"},
-		{strings.Repeat("x", 70), 1, Portable(strings.Repeat("x", 70) + ":1")},
-		{"x", strings.Repeat("y", 200), Portable("x:" + strings.Repeat("y", 200))},
+		{strings.Repeat("x", 70), 1, strings.Repeat("x", 70) + ":1"},
+		{"x", strings.Repeat("y", 200), "x:" + strings.Repeat("y", 200)},
 	}
 	for _, tt := range tests {
 		if got := Key(tt.prefix, tt.id); got != tt.want {
 			t.Errorf("Key(%q, %#v) = %q, want %q", tt.prefix, tt.id, got, tt.want)
 		}
 	}
-	if got := Key("Product", 42); !strings.Contains(got, "#") {
-		t.Errorf("Key(%q, 42) = %q, want a mapped name", "Product", got)
+}
+
+// TestKeyNeverMaps: Key only joins prefix, ':' and the formatted id, byte for
+// byte, whatever they contain and however long the result is. Mapping is
+// the Locker's job (Portable, applied once).
+func TestKeyNeverMaps(t *testing.T) {
+	long := strings.Repeat("Ab", 100) // 200 bytes
+	tests := []struct {
+		desc   string
+		prefix string
+		id     any
+		want   string
+	}{
+		{"upper prefix", "Product", 42, "Product:42"},
+		{"upper id", "product", "ABC", "product:ABC"},
+		{"space", "my lock", "a b", "my lock:a b"},
+		{"trailing space", "job", "x ", "job:x "},
+		{"hash sign", "a#b", "c#d", "a#b:c#d"},
+		{"looks mapped", "product", "42#4kbjxyi65uadq45vjbmj", "product:42#4kbjxyi65uadq45vjbmj"},
+		{"mapped id", "p", Portable("Product:42"), "p:product:42#4kbjxyi65uadq45vjbmj"},
+		{"sql metacharacters", "'; DROP TABLE x; --", `\'"`, `'; DROP TABLE x; --:\'"`},
+		{"nul", "a\x00", []byte("b\x00"), "a\x00:b\x00"},
+		{"invalid utf-8", "\xff", []byte{0xfe}, "\xff:\xfe"},
+		{"empty", "", "", ":"},
+		{"2- and 4-byte utf-8", "café", "🔒", "café:🔒"},
+		{"non-ascii stringer", "s", stringer{"ключ 商品"}, "s:ключ 商品"},
+		{"fmt.Sprint", "P", point{-1, 2}, "P:{-1 2}"},
+		{"65 bytes", strings.Repeat("k", 62), 1, strings.Repeat("k", 62) + ":1"},
+		{"200-char string id", "x", long, "x:" + long},
+		{"200-char []byte id", "x", []byte(long), "x:" + long},
+		{"200-char stringer id", "x", stringer{long}, "x:" + long},
+		{"200-char prefix", long, 7, long + ":7"},
+		{"200-char non-ascii id", "u", strings.Repeat("ü", 100), "u:" + strings.Repeat("ü", 100)},
+	}
+	for _, tt := range tests {
+		t.Run(tt.desc, func(t *testing.T) {
+			if got := Key(tt.prefix, tt.id); got != tt.want {
+				t.Errorf("Key(%q, %#v) = %q, want the plain join %q", tt.prefix, tt.id, got, tt.want)
+			}
+		})
+	}
+}
+
+// TestKeyNonASCII: Key keeps non-ASCII bytes as they are (valid UTF-8 stays
+// valid, and its length is the sum of its parts); Portable of it is a
+// mapped, ASCII, lowercase name of at most MaxLen bytes.
+func TestKeyNonASCII(t *testing.T) {
+	for _, tc := range [][2]string{
+		{"商品", "café 🔒"},
+		{"Ключ", "Ü"},
+		{"emoji", "🔒🔑🚀"},
+		{"é", strings.Repeat("é", 100)},
+	} {
+		k := Key(tc[0], tc[1])
+		if k != tc[0]+":"+tc[1] || len(k) != len(tc[0])+1+len(tc[1]) || !utf8.ValidString(k) {
+			t.Errorf("Key(%q, %q) = %q, want %q", tc[0], tc[1], k, tc[0]+":"+tc[1])
+		}
+		name := Portable(k)
+		checkMapped(t, k, name)
+		if !isASCIILower(name) {
+			t.Errorf("Portable(Key(%q, %q)) = %q: not lowercase ASCII", tc[0], tc[1], name)
+		}
+	}
+}
+
+// TestKey200CharIDs: Key of a 200-character id is the whole 202-byte join;
+// Portable maps it to MaxLen bytes, keeping a readable prefix, and ids
+// that differ only in their last character stay apart.
+func TestKey200CharIDs(t *testing.T) {
+	id := strings.Repeat("y", 200)
+	k := Key("x", id)
+	if k != "x:"+id || len(k) != 202 {
+		t.Fatalf("Key(x, 200×y) = %q (%d bytes), want %q", k, len(k), "x:"+id)
+	}
+	name := Portable(k)
+	checkMapped(t, k, name)
+	if len(name) != MaxLen || !strings.HasPrefix(name, "x:yyyy") {
+		t.Errorf("Portable(Key(x, 200×y)) = %q (%d bytes)", name, len(name))
+	}
+	other := Portable(Key("x", id[:199]+"z"))
+	if other == name {
+		t.Errorf("200-char ids differing in the last character share the server name %q", name)
+	}
+	for _, tc := range []struct {
+		id   any
+		want string
+	}{
+		{[]byte(id), "x:" + id},
+		{stringer{id}, "x:" + id},
+		{strings.Repeat("Y", 200), "x:" + strings.Repeat("Y", 200)},
+		{strings.Repeat("ß", 200), "x:" + strings.Repeat("ß", 200)},
+		{[200]byte{}, "x:" + fmt.Sprint([200]byte{})},
+	} {
+		if k := Key("x", tc.id); k != tc.want {
+			t.Errorf("Key(x, %T of 200) = %q, want %q", tc.id, k, tc.want)
+		}
+	}
+}
+
+// TestPortableOfKey: the server name of Key(p, id) is Portable of the plain
+// join, computed once: exact values for the documented examples, the shape
+// for others, and never the old double mapping.
+func TestPortableOfKey(t *testing.T) {
+	tests := []struct {
+		prefix string
+		id     any
+		joined string
+		want   string // exact server name; "" to check only the shape
+	}{
+		{"product", 42, "product:42", "product:42"},
+		{"tenant/7/invoice", "2024-03", "tenant/7/invoice:2024-03", "tenant/7/invoice:2024-03"},
+		{"Product", 42, "Product:42", "product:42#4kbjxyi65uadq45vjbmj"},
+		{"Product", int64(42), "Product:42", "product:42#4kbjxyi65uadq45vjbmj"},
+		{"Product", []byte("42"), "Product:42", "product:42#4kbjxyi65uadq45vjbmj"},
+		{"Product", stringer{"42"}, "Product:42", "product:42#4kbjxyi65uadq45vjbmj"},
+		{"café", "🔒", "café:🔒", ""},
+		{"p", point{1, 2}, "p:{1 2}", ""},
+		{"month", time.March, "month:March", ""},
+		{"p", "a b", "p:a b", ""},
+		{"x", strings.Repeat("y", 200), "x:" + strings.Repeat("y", 200), ""},
+		{strings.Repeat("x", 70), 1, strings.Repeat("x", 70) + ":1", ""},
+		{"", "", ":", ":"},
+	}
+	for _, tt := range tests {
+		k := Key(tt.prefix, tt.id)
+		if k != tt.joined {
+			t.Errorf("Key(%q, %#v) = %q, want %q", tt.prefix, tt.id, k, tt.joined)
+			continue
+		}
+		name := Portable(k)
+		if tt.want != "" && name != tt.want {
+			t.Errorf("Portable(Key(%q, %#v)) = %q, want %q", tt.prefix, tt.id, name, tt.want)
+		}
+		if IsPortable(tt.joined) {
+			if name != k {
+				t.Errorf("Portable(Key(%q, %#v)) = %q: a portable key must be its own server name", tt.prefix, tt.id, name)
+			}
+			continue
+		}
+		checkMapped(t, tt.joined, name)
+		if twice := Portable(Portable(tt.joined)); name == twice {
+			t.Errorf("Portable(Key(%q, %#v)) = %q is the double mapping", tt.prefix, tt.id, name)
+		}
+	}
+	// The double mapping the issue reported, pinned so it cannot come back.
+	if name, old := Portable(Key("Product", 42)), "product:42_4kbjxyi65uadq45vjbmj#ax4333x3fi7sejltphkk"; name == old || Portable(Portable("Product:42")) != old {
+		t.Errorf("Portable(Key(Product, 42)) = %q; the double mapping is %q", name, Portable(Portable("Product:42")))
 	}
 }
 
@@ -258,7 +404,10 @@ func TestAllocs(t *testing.T) {
 		{"Portable mapped", 1, func() { _ = Portable("Tenant/7/Invoice:42") }},
 		{"Portable mapped 100 bytes", 1, func() { _ = Portable(long[:100]) }},
 		{"Key int", 1, func() { _ = Key("product", 42) }},
-		{"Key int64 mapped", 1, func() { _ = Key("Product", int64(42)) }},
+		{"Key int64 upper", 1, func() { _ = Key("Product", int64(42)) }},
+		{"Key non-ascii string", 1, func() { _ = Key("café", "ключ 🔒") }},
+		// Past the 128-byte stack buffer, append grows into the heap first.
+		{"Key 200-byte string", 3, func() { _ = Key("x", long[:200]) }},
 		{"Key string", 1, func() { _ = Key("product", "abc") }},
 		{"Key []byte", 1, func() { _ = Key("product", bytesID) }},
 		{"Key big int", 1, func() { _ = Key("product", bigID) }},
@@ -334,9 +483,13 @@ func FuzzPortable(f *testing.F) {
 		if (a == b) != (pa == pb) {
 			t.Fatalf("a == b is %v but Portable(%q) = %q, Portable(%q) = %q", a == b, a, pa, b, pb)
 		}
-		// Key must agree with Portable on the concatenation.
-		if k, want := Key(a, b), Portable(a+":"+b); k != want {
-			t.Fatalf("Key(%q, %q) = %q, want %q", a, b, k, want)
+		// Key only joins; its server name is Portable of the join.
+		k := Key(a, b)
+		if want := a + ":" + b; k != want {
+			t.Fatalf("Key(%q, %q) = %q, want the plain join %q", a, b, k, want)
+		}
+		if got, want := Portable(k), Portable(a+":"+b); got != want {
+			t.Fatalf("Portable(Key(%q, %q)) = %q, want %q", a, b, got, want)
 		}
 	})
 }

@@ -42,7 +42,8 @@
 //   - Named locks live in one server's memory: not replicated, lost on
 //     failover, node-local on Galera. Keys are namespaced as
 //     keyfmt.Key("gocron", jobName), so they do not collide with the
-//     application's own named locks.
+//     application's own named locks; the server name is
+//     keyfmt.Portable of that key (see NamedKeyPrefix).
 //
 // # Job names
 //

@@ -11,18 +11,25 @@ import (
 )
 
 // NamedKeyPrefix is the keyfmt prefix of the named locks NewNamedLocker
-// takes: the lock for job "report" is keyfmt.Key("gocron", "report"),
-// "gocron:report".
+// takes: the key for job "report" is keyfmt.Key("gocron", "report"),
+// "gocron:report". The Locker maps each key once, with keyfmt.Portable, so
+// the name the server shows (IS_USED_LOCK, the process list) is
+// keyfmt.Portable(keyfmt.Key("gocron", jobName)): "gocron:report" itself,
+// and a "prefix#hash" name for a job name with characters outside keyfmt's
+// portable alphabet (upper case, spaces, gocron's default function names)
+// or a key longer than 64 characters. Raw SQL that must exclude the job
+// takes that name.
 const NamedKeyPrefix = "gocron"
 
 // releaseTimeout bounds an Unlock whose context was already cancelled.
 const releaseTimeout = 5 * time.Second
 
 // NewNamedLocker returns a gocron.Locker backed by MySQL named locks: Lock is
-// l.TryAcquire of keyfmt.Key(NamedKeyPrefix, jobName), which fails at once
-// with an error matching namedlock.ErrNotAcquired while another instance
-// runs the job, so gocron skips the run; Unlock releases it. The lock is
-// held exactly while the job runs. It panics if l is nil.
+// l.TryAcquire of keyfmt.Key(NamedKeyPrefix, jobName), passed unmapped (the
+// Locker maps it), which fails at once with an error matching
+// namedlock.ErrNotAcquired while another instance runs the job, so gocron
+// skips the run; Unlock releases it. The lock is held exactly while the job
+// runs. It panics if l is nil.
 func NewNamedLocker(l *namedlock.Locker) gocron.Locker {
 	if l == nil {
 		panic("gocronlock: NewNamedLocker with a nil *namedlock.Locker")
