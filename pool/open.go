@@ -8,10 +8,11 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/go-sql-driver/mysql"
+
+	"github.com/namedlock/mysql/internal/flavor"
 )
 
 // ErrUnsupportedServer is returned by [Open] when the server answers but
@@ -110,14 +111,11 @@ func check(ctx context.Context, db *sql.DB) error {
 	if err := db.PingContext(ctx); err != nil {
 		return fmt.Errorf("cannot reach the server: %w", err)
 	}
-	var name, value string
-	err := db.QueryRowContext(ctx, "SHOW VARIABLES LIKE 'wsrep_on'").Scan(&name, &value)
-	switch {
-	case errors.Is(err, sql.ErrNoRows):
-	case err != nil:
-		return fmt.Errorf("read wsrep_on: %w", err)
-	case strings.EqualFold(value, "ON"):
-		return fmt.Errorf("%w: wsrep_on=ON (Galera / Percona XtraDB Cluster): named locks are node-local and some releases refuse them", ErrUnsupportedServer)
+	if err := flavor.CheckTopology(ctx, db); err != nil {
+		if errors.Is(err, flavor.ErrNodeLocal) {
+			return fmt.Errorf("%w: %w", ErrUnsupportedServer, err)
+		}
+		return err // wsrep_on could not be read: not a refusal
 	}
 	var b [8]byte
 	_, _ = rand.Read(b[:])

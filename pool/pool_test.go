@@ -332,7 +332,8 @@ func TestOpenConnectTimeout(t *testing.T) {
 // it when SHOW VARIABLES LIKE 'wsrep_on' answers ON (Galera / Percona XtraDB
 // Cluster) or the GET_LOCK probe does not answer 1 and 1, and no such server
 // runs on this machine (its MariaDB reports wsrep_on = OFF, which is checked
-// below), so that refusal cannot be exercised against a real server here.
+// below), so that refusal cannot be exercised against a real server here
+// (TestCheckRefusesGalera exercises it against a fake driver).
 func TestOpenSupportedServer(t *testing.T) {
 	t.Parallel()
 	srv := testdb.RequireReal(t)

@@ -20,9 +20,10 @@
 //
 // (or calls Stop itself after m.Run, before a final goleak.Find).
 //
-// A server's Flavor comes from SELECT VERSION() ("MariaDB" in it: MariaDB)
-// and @@version_comment ("Dolt": go-mysql-server, Embedded, wherever it runs),
-// else MySQL.
+// A server's Flavor is what flavor.Detect (package internal/flavor) answers:
+// from SELECT VERSION() ("MariaDB" in it: flavor.MariaDB) and
+// @@version_comment ("Dolt": go-mysql-server, flavor.Embedded, wherever it
+// runs), else flavor.MySQL (or flavor.TiDB).
 //
 // The embedded server lacks what only a real server does (see package
 // internal/embedded: whole-second GET_LOCK timeouts, waits that ignore

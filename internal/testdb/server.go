@@ -8,35 +8,9 @@ import (
 	"time"
 
 	"github.com/go-sql-driver/mysql"
+
+	"github.com/namedlock/mysql/internal/flavor"
 )
-
-// Flavor is the kind of server the tests run against.
-type Flavor int
-
-// The flavors. The zero Flavor is not a server.
-const (
-	// MySQL is Oracle MySQL or a server that calls itself MySQL (Percona,
-	// TiDB, ...).
-	MySQL Flavor = iota + 1
-	// MariaDB is a server whose VERSION() contains "MariaDB".
-	MariaDB
-	// Embedded is the in-process go-mysql-server of package
-	// internal/embedded.
-	Embedded
-)
-
-// String returns "MySQL", "MariaDB", "go-mysql-server" or "Flavor(N)".
-func (f Flavor) String() string {
-	switch f {
-	case MySQL:
-		return "MySQL"
-	case MariaDB:
-		return "MariaDB"
-	case Embedded:
-		return "go-mysql-server"
-	}
-	return fmt.Sprintf("Flavor(%d)", int(f))
-}
 
 // Server describes the server tests run against. Get returns one Server
 // shared by the whole test binary: treat it as read-only.
@@ -47,9 +21,10 @@ type Server struct {
 	// Name says what it is, where, and how it was found, for test output:
 	// "MariaDB 10.11.19 at 127.0.0.1:3306 (from 127.0.0.1:3306 probe)".
 	Name string
-	// Flavor is its kind: MariaDB if SELECT VERSION() contains "MariaDB",
-	// Embedded for go-mysql-server (@@version_comment "Dolt"), else MySQL.
-	Flavor Flavor
+	// Flavor is its kind, as flavor.Of classifies it: flavor.MariaDB if
+	// SELECT VERSION() contains "MariaDB", flavor.Embedded for
+	// go-mysql-server (@@version_comment "Dolt"), and so on.
+	Flavor flavor.Flavor
 	// Version is what SELECT VERSION() returned, e.g.
 	// "10.11.19-MariaDB-0+deb12u1" or "8.4.3".
 	Version string
@@ -57,21 +32,9 @@ type Server struct {
 	why string // for the embedded server: why no real one was used
 }
 
-// Real reports whether s is a real MySQL or MariaDB server, not the embedded
-// go-mysql-server.
-func (s *Server) Real() bool { return s.Flavor != Embedded }
-
-// flavorOf classifies a server by VERSION() and @@version_comment.
-// go-mysql-server calls itself "8.0.31" with the comment "Dolt".
-func flavorOf(version, comment string) Flavor {
-	switch {
-	case strings.Contains(strings.ToLower(version), "mariadb"):
-		return MariaDB
-	case strings.EqualFold(comment, "Dolt"):
-		return Embedded
-	}
-	return MySQL
-}
+// Real reports whether s is a real server (MySQL, MariaDB, ...), not the
+// embedded go-mysql-server.
+func (s *Server) Real() bool { return s.Flavor != flavor.Embedded }
 
 // shortVersion is the leading "N.N.N" of a VERSION() string.
 func shortVersion(version string) string {
@@ -86,10 +49,10 @@ func shortVersion(version string) string {
 // DSN's address and how the server was found.
 func describe(s *Server, id identity, from string) *Server {
 	s.Version = id.version
-	if s.Flavor == 0 {
-		s.Flavor = flavorOf(id.version, id.comment)
+	if s.Flavor == flavor.Unknown {
+		s.Flavor = id.flavor
 	}
-	if s.Flavor == Embedded && s.why == "" {
+	if s.Flavor == flavor.Embedded && s.why == "" {
 		s.why = "the server (" + from + ") is go-mysql-server"
 	}
 	version := id.version
@@ -103,8 +66,8 @@ func describe(s *Server, id identity, from string) *Server {
 
 // identity is what a server says it is.
 type identity struct {
-	version string // SELECT VERSION()
-	comment string // SELECT @@version_comment, "" if unknown
+	version string        // SELECT VERSION()
+	flavor  flavor.Flavor // flavor.Of(VERSION(), @@version_comment)
 }
 
 // probe connects to dsn and asks what it is, within about timeout.
@@ -125,12 +88,6 @@ func probe(dsn string, timeout time.Duration) (identity, error) {
 	defer db.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
-	if err := db.QueryRowContext(ctx, "SELECT VERSION()").Scan(&id.version); err != nil {
-		return id, err
-	}
-	var comment sql.NullString
-	if db.QueryRowContext(ctx, "SELECT @@version_comment").Scan(&comment) == nil {
-		id.comment = comment.String
-	}
-	return id, nil
+	id.flavor, id.version, err = flavor.Detect(ctx, db)
+	return id, err
 }

@@ -13,6 +13,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/namedlock/mysql/internal/embedded"
+	"github.com/namedlock/mysql/internal/flavor"
 )
 
 // Where and how Get looks for a server.
@@ -174,7 +175,7 @@ func (r resolver) resolve() (*Server, func() error, error) {
 	if err != nil {
 		return nil, nil, errors.Join(fmt.Errorf("embedded server does not answer: %w", err), e.Close())
 	}
-	s = describe(&Server{DSN: e.DSN(), Flavor: Embedded, why: why}, v, "embedded fallback")
+	s = describe(&Server{DSN: e.DSN(), Flavor: flavor.Embedded, why: why}, v, "embedded fallback")
 	return s, e.Close, nil
 }
 

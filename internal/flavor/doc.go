@@ -1,0 +1,28 @@
+// Package flavor holds what differs between the servers that the library
+// and its tests talk to: how a server is recognised (Of, Detect), how it
+// takes a GET_LOCK timeout (WaitArg), how it reports a deadlock (IsDeadlock),
+// and which topologies make its named locks untrustworthy (CheckTopology).
+//
+// The kinds, and what matters about each here (from the servers' sources and
+// probes of MariaDB 10.11, go-mysql-server and a TiDB build):
+//
+//   - MariaDB (VERSION() contains "MariaDB"): GET_LOCK takes fractional
+//     seconds; a negative timeout answers NULL instead of waiting; a wait
+//     ends when its client disconnects (polled every second) or is KILLed;
+//     deadlocks fail with error 1213.
+//   - MySQL (Oracle MySQL, and any server not recognised as another kind:
+//     Percona Server, ...): GET_LOCK takes whole seconds (0.3 becomes 0); a
+//     wait ends on disconnect or KILL; deadlocks fail with error 3058.
+//   - Embedded (go-mysql-server, @@version_comment "Dolt"; package
+//     internal/embedded runs one in-process): whole seconds; a wait ignores
+//     disconnect and KILL and ends only at its timeout or when the lock is
+//     granted; no deadlock detection.
+//   - TiDB (VERSION() contains "TiDB"): treated like MySQL for timeouts. What
+//     was measured on it: the timeout is clamped to 1–3600 s (0 waits 1 s), a
+//     KILL does not end a wait, and there is no deadlock detection.
+//     WaitsIgnoreCancel is still false for it: what a client's disconnect
+//     does to its wait was not measured.
+//
+// Unknown, the zero Flavor, is no server: a caller that has not detected one
+// yet.
+package flavor

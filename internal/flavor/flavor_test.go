@@ -1,0 +1,335 @@
+package flavor_test
+
+import (
+	"context"
+	"database/sql"
+	"database/sql/driver"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/go-sql-driver/mysql"
+
+	"github.com/namedlock/mysql/internal/embedded"
+	"github.com/namedlock/mysql/internal/flavor"
+	"github.com/namedlock/mysql/internal/testdb"
+)
+
+// TestMain runs testdb.Main: the server Get may start is stopped.
+func TestMain(m *testing.M) { testdb.Main(m) }
+
+func TestOf(t *testing.T) {
+	for _, tc := range []struct {
+		version, comment string
+		want             flavor.Flavor
+	}{
+		{"10.11.19-MariaDB-0+deb12u1", "Debian 12", flavor.MariaDB},
+		{"11.4.2-MariaDB-log", "", flavor.MariaDB},
+		{"5.5.5-10.6.12-mariadb", "", flavor.MariaDB},
+		{"8.4.3", "MySQL Community Server - GPL", flavor.MySQL},
+		{"8.0.36-28", "Percona Server (GPL), Release 28", flavor.MySQL},
+		{"8.0.11-TiDB-master-20251126-e4e814fdc0af", "", flavor.TiDB},
+		{"8.0.11-TiDB-v7.5.0", "", flavor.TiDB},
+		{"8.0.31", "Dolt", flavor.Embedded},
+		{"", "", flavor.MySQL},
+	} {
+		if got := flavor.Of(tc.version, tc.comment); got != tc.want {
+			t.Errorf("Of(%q, %q) = %v, want %v", tc.version, tc.comment, got, tc.want)
+		}
+	}
+}
+
+func TestString(t *testing.T) {
+	for f, want := range map[flavor.Flavor]string{
+		flavor.Unknown:    "Flavor(0)",
+		flavor.MySQL:      "MySQL",
+		flavor.MariaDB:    "MariaDB",
+		flavor.Embedded:   "go-mysql-server",
+		flavor.TiDB:       "TiDB",
+		flavor.Flavor(42): "Flavor(42)",
+	} {
+		if got := f.String(); got != want {
+			t.Errorf("Flavor(%d).String() = %q, want %q", int(f), got, want)
+		}
+	}
+}
+
+func TestBehaviour(t *testing.T) {
+	for _, tc := range []struct {
+		f                   flavor.Flavor
+		fractional, ignores bool
+	}{
+		{flavor.Unknown, false, false},
+		{flavor.MySQL, false, false},
+		{flavor.MariaDB, true, false},
+		{flavor.Embedded, false, true},
+		{flavor.TiDB, false, false},
+	} {
+		if got := tc.f.FractionalTimeouts(); got != tc.fractional {
+			t.Errorf("%v.FractionalTimeouts() = %v", tc.f, got)
+		}
+		if got := tc.f.WaitsIgnoreCancel(); got != tc.ignores {
+			t.Errorf("%v.WaitsIgnoreCancel() = %v", tc.f, got)
+		}
+	}
+}
+
+func TestWaitArg(t *testing.T) {
+	const year = int64(365 * 24 * 3600)
+	for _, tc := range []struct {
+		f        flavor.Flavor
+		left     time.Duration
+		deadline bool
+		arg      any
+		hard     bool
+	}{
+		// No deadline: the longest wait; 1 s where waits ignore cancellation.
+		{flavor.MySQL, 0, false, year, false},
+		{flavor.MariaDB, 0, false, year, false},
+		{flavor.TiDB, 0, false, year, false},
+		{flavor.Unknown, 0, false, year, false},
+		{flavor.Embedded, 0, false, int64(1), false},
+		{flavor.Embedded, time.Hour, false, int64(1), false},
+
+		// MariaDB: fractional seconds, rounded up to the millisecond.
+		{flavor.MariaDB, time.Nanosecond, true, 0.001, false},
+		{flavor.MariaDB, 300 * time.Millisecond, true, 0.3, false},
+		{flavor.MariaDB, 300*time.Millisecond + time.Microsecond, true, 0.301, false},
+		{flavor.MariaDB, 1500 * time.Millisecond, true, 1.5, false},
+		{flavor.MariaDB, 2 * time.Second, true, 2.0, false},
+		{flavor.MariaDB, 400 * 24 * time.Hour, true, float64(400 * 24 * 3600), false},
+
+		// Whole seconds: the seconds left, truncated, capped at the longest.
+		{flavor.MySQL, time.Second, true, int64(1), false},
+		{flavor.MySQL, 2999 * time.Millisecond, true, int64(2), false},
+		{flavor.MySQL, 90 * time.Second, true, int64(90), false},
+		{flavor.MySQL, 400 * 24 * time.Hour, true, year, false},
+		{flavor.TiDB, 2500 * time.Millisecond, true, int64(2), false},
+		{flavor.Unknown, 5 * time.Second, true, int64(5), false},
+		{flavor.Embedded, time.Second, true, int64(1), false},
+		{flavor.Embedded, 90 * time.Second, true, int64(1), false},
+
+		// Under 1 s: 1 s, cut by the caller's ctx.
+		{flavor.MySQL, time.Nanosecond, true, int64(1), true},
+		{flavor.MySQL, 999 * time.Millisecond, true, int64(1), true},
+		{flavor.TiDB, 500 * time.Millisecond, true, int64(1), true},
+		{flavor.Embedded, 300 * time.Millisecond, true, int64(1), true},
+	} {
+		arg, hard := tc.f.WaitArg(tc.left, tc.deadline)
+		if arg != tc.arg || hard != tc.hard {
+			t.Errorf("%v.WaitArg(%v, %v) = %v (%T), %v; want %v (%T), %v",
+				tc.f, tc.left, tc.deadline, arg, arg, hard, tc.arg, tc.arg, tc.hard)
+		}
+	}
+}
+
+func TestIsDeadlock(t *testing.T) {
+	for _, tc := range []struct {
+		err  error
+		want bool
+	}{
+		{&mysql.MySQLError{Number: 1213, Message: "Deadlock found when trying to get lock"}, true},
+		{&mysql.MySQLError{Number: 3058, Message: "Deadlock found when trying to get user-level lock"}, true},
+		{fmt.Errorf("GET_LOCK: %w", &mysql.MySQLError{Number: 3058}), true},
+		{errors.Join(errors.New("x"), &mysql.MySQLError{Number: 1213}), true},
+		{&mysql.MySQLError{Number: 1205}, false}, // lock wait timeout
+		{&mysql.MySQLError{Number: 1317}, false}, // query interrupted
+		{errors.New("Error 1213: deadlock"), false},
+		{nil, false},
+	} {
+		if got := flavor.IsDeadlock(tc.err); got != tc.want {
+			t.Errorf("IsDeadlock(%v) = %v, want %v", tc.err, got, tc.want)
+		}
+	}
+}
+
+// TestDetect asks the test server what it is, on a pool and on a connection.
+func TestDetect(t *testing.T) {
+	s := testdb.Get(t)
+	db := testdb.OpenDB(t, s.DSN)
+	ctx := context.Background()
+	f, version, err := flavor.Detect(ctx, db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("Detect on %s: %v, %q", s.Name, f, version)
+	if f != s.Flavor || version != s.Version {
+		t.Errorf("Detect = %v, %q; the server is %v, %q", f, version, s.Flavor, s.Version)
+	}
+	if s.Real() == (f == flavor.Embedded) {
+		t.Errorf("Detect = %v on a server with Real() = %v", f, s.Real())
+	}
+
+	c, err := db.Conn(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if f2, v2, err := flavor.Detect(ctx, c); err != nil || f2 != f || v2 != version {
+		t.Errorf("Detect on a *sql.Conn = %v, %q, %v", f2, v2, err)
+	}
+
+	cancelled, cancel := context.WithCancel(ctx)
+	cancel()
+	if f, _, err := flavor.Detect(cancelled, db); err == nil || f != flavor.Unknown {
+		t.Errorf("Detect with a cancelled ctx = %v, %v", f, err)
+	}
+}
+
+// TestDetectEmbedded: go-mysql-server is Embedded, whatever server the other
+// tests run on.
+func TestDetectEmbedded(t *testing.T) {
+	e, err := embedded.Start()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { // after OpenDB's cleanup has closed the pool
+		if err := e.Close(); err != nil {
+			t.Error(err)
+		}
+	})
+	f, version, err := flavor.Detect(context.Background(), testdb.OpenDB(t, e.DSN()))
+	t.Logf("Detect on go-mysql-server at %s: %v, %q, %v", e.Addr(), f, version, err)
+	if err != nil || f != flavor.Embedded {
+		t.Fatalf("Detect = %v, %q, %v; want %v", f, version, err, flavor.Embedded)
+	}
+}
+
+// TestWaitArgOnServer: the argument WaitArg gives for 300 ms left is accepted
+// by the test server, and its wait for a held lock lasts about 300 ms where
+// timeouts are fractional, 1 s (hard) elsewhere.
+func TestWaitArgOnServer(t *testing.T) {
+	s := testdb.Get(t)
+	db := testdb.OpenDB(t, s.DSN)
+	ctx := context.Background()
+	holder, err := db.Conn(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer holder.Close()
+	waiter, err := db.Conn(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer waiter.Close()
+	name := testdb.UniqueName(t)
+	var got sql.NullInt64
+	if err := holder.QueryRowContext(ctx, "SELECT GET_LOCK(?, 0)", name).Scan(&got); err != nil || got.Int64 != 1 {
+		t.Fatalf("GET_LOCK = %v, %v", got, err)
+	}
+	defer func() { _, _ = holder.ExecContext(ctx, "SELECT RELEASE_LOCK(?)", name) }()
+
+	arg, hard := s.Flavor.WaitArg(300*time.Millisecond, true)
+	start := time.Now()
+	err = waiter.QueryRowContext(ctx, "SELECT GET_LOCK(?, ?)", name, arg).Scan(&got)
+	took := time.Since(start)
+	t.Logf("%s: GET_LOCK(name, %v) for a held lock answered %v after %v (hard %v)", s.Name, arg, got, took, hard)
+	if err != nil || !got.Valid || got.Int64 != 0 {
+		t.Fatalf("GET_LOCK(name, %v) = %v, %v; want 0", arg, got, err)
+	}
+	lo, hi := 900*time.Millisecond, 3*time.Second
+	if s.Flavor.FractionalTimeouts() {
+		lo, hi = 250*time.Millisecond, 900*time.Millisecond
+	}
+	if took < lo || took > hi {
+		t.Errorf("the wait took %v, want %v to %v", took, lo, hi)
+	}
+	if hard == s.Flavor.FractionalTimeouts() {
+		t.Errorf("hard = %v on %v", hard, s.Flavor)
+	}
+}
+
+// TestCheckTopology: the test server (not Galera) passes; a failed query is
+// an error that is not ErrNodeLocal.
+func TestCheckTopology(t *testing.T) {
+	s := testdb.Get(t)
+	db := testdb.OpenDB(t, s.DSN)
+	err := flavor.CheckTopology(context.Background(), db)
+	t.Logf("CheckTopology on %s: %v", s.Name, err)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cancelled, cancel := context.WithCancel(context.Background())
+	cancel()
+	err = flavor.CheckTopology(cancelled, db)
+	if err == nil || errors.Is(err, flavor.ErrNodeLocal) || !errors.Is(err, context.Canceled) ||
+		!strings.Contains(err.Error(), "wsrep_on") {
+		t.Errorf("CheckTopology with a cancelled ctx = %v", err)
+	}
+}
+
+// TestCheckTopologyAnswers runs CheckTopology against a fake driver that
+// answers SHOW VARIABLES LIKE 'wsrep_on' as told: no Galera node runs here.
+func TestCheckTopologyAnswers(t *testing.T) {
+	for _, tc := range []struct {
+		answer string // the fake's DSN: a value, "none" (no row) or "fail"
+		check  func(error) bool
+	}{
+		{"ON", func(err error) bool { return err == flavor.ErrNodeLocal }},
+		{"on", func(err error) bool { return err == flavor.ErrNodeLocal }},
+		{"OFF", func(err error) bool { return err == nil }},
+		{"none", func(err error) bool { return err == nil }},
+		{"fail", func(err error) bool {
+			return errors.Is(err, errFake) && !errors.Is(err, flavor.ErrNodeLocal) && strings.Contains(err.Error(), "read wsrep_on")
+		}},
+	} {
+		db, err := sql.Open(fakeDriverName, tc.answer)
+		if err != nil {
+			t.Fatal(err)
+		}
+		err = flavor.CheckTopology(context.Background(), db)
+		_ = db.Close()
+		if !tc.check(err) {
+			t.Errorf("wsrep_on %s: CheckTopology = %v", tc.answer, err)
+		}
+	}
+}
+
+// A fake database/sql driver whose every query answers one row
+// ("wsrep_on", DSN), no row (DSN "none") or errFake (DSN "fail").
+const fakeDriverName = "flavor-test-fake"
+
+var errFake = errors.New("fake query failure")
+
+func init() { sql.Register(fakeDriverName, fakeDriver{}) }
+
+type fakeDriver struct{}
+
+func (fakeDriver) Open(dsn string) (driver.Conn, error) { return fakeConn(dsn), nil }
+
+type fakeConn string
+
+func (c fakeConn) Prepare(string) (driver.Stmt, error) { return fakeStmt(c), nil }
+func (fakeConn) Close() error                          { return nil }
+func (fakeConn) Begin() (driver.Tx, error)             { return nil, errors.New("no transactions") }
+
+type fakeStmt string
+
+func (fakeStmt) Close() error                               { return nil }
+func (fakeStmt) NumInput() int                              { return -1 }
+func (fakeStmt) Exec([]driver.Value) (driver.Result, error) { return nil, errors.New("no exec") }
+func (s fakeStmt) Query([]driver.Value) (driver.Rows, error) {
+	switch s {
+	case "fail":
+		return nil, errFake
+	case "none":
+		return &fakeRows{}, nil
+	}
+	return &fakeRows{row: []driver.Value{"wsrep_on", string(s)}}, nil
+}
+
+type fakeRows struct{ row []driver.Value }
+
+func (*fakeRows) Columns() []string { return []string{"Variable_name", "Value"} }
+func (*fakeRows) Close() error      { return nil }
+func (r *fakeRows) Next(dest []driver.Value) error {
+	if r.row == nil {
+		return io.EOF
+	}
+	copy(dest, r.row)
+	r.row = nil
+	return nil
+}
