@@ -13,6 +13,7 @@ import (
 	"github.com/go-sql-driver/mysql"
 
 	"github.com/namedlock/mysql/internal/flavor"
+	"github.com/namedlock/mysql/internal/lockconn"
 )
 
 // ErrUnsupportedServer is returned by [Open] when the server answers but
@@ -39,11 +40,15 @@ func Open(dsn string, opts ...Option) (*sql.DB, error) {
 //     maximum lifetime or idle time (a held lock's connection is never
 //     recycled under it).
 //
-// Connections over tcp (tcp4, tcp6) or unix are dialed by the pool itself,
-// with a [net.Dialer] as the driver does, so that [NetConn] knows their
-// sockets. A dial function registered with [mysql.RegisterDialContext]
-// under a network name of its own is still used (NetConn is then nil), but
-// one registered for "tcp" or "unix" themselves is not.
+// The pool's connections are made by a connector of the library's own
+// (internal/lockconn), which keeps, with each connection, what namedlock
+// learns about it, and which namedlock finds from the *sql.DB. Connections
+// over tcp (tcp4, tcp6) or unix are dialed by the pool itself, with a
+// [net.Dialer] as the driver does, so that each one knows its socket
+// (unless the DSN sets writeTimeout, under which the driver sets deadlines
+// of its own). A dial function registered with [mysql.RegisterDialContext]
+// under a network name of its own is still used (the socket is then
+// unknown), but one registered for "tcp" or "unix" themselves is not.
 //
 // It then pings the server, verifies that GET_LOCK and RELEASE_LOCK work and
 // that the server is not a Galera node with wsrep_on=ON. On any failure the
@@ -69,16 +74,13 @@ func OpenContext(ctx context.Context, dsn string, opts ...Option) (*sql.DB, erro
 	cfg.Params["wait_timeout"] = strconv.FormatInt(leaseSeconds(o.lease), 10)
 	tracked := tracksNetConns(cfg)
 	if tracked {
-		cfg.DialFunc = dial
+		cfg.DialFunc = lockconn.Dial
 	}
-	c, err := mysql.NewConnector(cfg)
+	mc, err := mysql.NewConnector(cfg)
 	if err != nil {
 		return nil, redact(fmt.Errorf("pool: %s: %w", describe(cfg), err), cfg.Passwd)
 	}
-	if tracked {
-		c = &connector{c}
-	}
-	db := sql.OpenDB(c)
+	db := sql.OpenDB(lockconn.NewConnector(mc, o.lease, tracked))
 	db.SetMaxOpenConns(o.maxConns)
 	db.SetMaxIdleConns(o.maxConns)
 	db.SetConnMaxLifetime(0)
@@ -90,8 +92,23 @@ func OpenContext(ctx context.Context, dsn string, opts ...Option) (*sql.DB, erro
 		_ = db.Close()
 		return nil, redact(fmt.Errorf("pool: %s: %w", describe(cfg), err), cfg.Passwd)
 	}
-	register(db, c)
 	return db, nil
+}
+
+// tracksNetConns reports whether Open dials cfg's connections itself (with
+// lockconn.Dial): only for the networks the driver dials with a plain
+// net.Dialer, when no dial function is set, and when the DSN sets no
+// writeTimeout (the driver then sets write deadlines on the connection
+// itself, which would override a caller's deadline).
+func tracksNetConns(cfg *mysql.Config) bool {
+	if cfg.DialFunc != nil || cfg.WriteTimeout > 0 {
+		return false
+	}
+	switch cfg.Net {
+	case "tcp", "tcp4", "tcp6", "unix":
+		return true
+	}
+	return false
 }
 
 // leaseSeconds is the session wait_timeout, in whole seconds, that a lease

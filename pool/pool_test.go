@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"fmt"
 	"net"
 	"strings"
 	"sync"
@@ -12,6 +13,7 @@ import (
 
 	"github.com/go-sql-driver/mysql"
 
+	"github.com/namedlock/mysql/internal/lockconn"
 	"github.com/namedlock/mysql/internal/testdb"
 	"github.com/namedlock/mysql/pool"
 )
@@ -349,20 +351,33 @@ func TestOpenSupportedServer(t *testing.T) {
 	t.Logf("wsrep_on = %q (%v)", value, err)
 }
 
-// TestControlConnector: pools from Open have a connector for control
-// connections outside the pool, which connects to the same server; any other
+// TestConnector: pools from Open are opened on a lockconn.Connector, which
+// lockconn.Of finds from the pool, with the pool's lease and a control
+// connector that connects to the same server outside the pool; any other
 // *sql.DB has none.
-func TestControlConnector(t *testing.T) {
+func TestConnector(t *testing.T) {
 	t.Parallel()
 	dsn := testdb.Get(t).DSN
-	db := open(t, dsn)
-	c := pool.ControlConnector(db)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	db := open(t, dsn, pool.WithLease(7*time.Second), pool.WithMaxConns(1))
+	c := lockconn.Of(db)
 	if c == nil {
-		t.Fatal("ControlConnector(pool.Open pool) = nil")
+		t.Fatal("lockconn.Of(pool.Open pool) = nil")
 	}
-	ctrl := sql.OpenDB(c)
+	if got := c.Lease(); got != 7*time.Second {
+		t.Errorf("Lease() = %v, want 7s", got)
+	}
+	// Outside the pool: a control connection while the pool's only
+	// connection is taken.
+	held, err := db.Conn(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer held.Close()
+	ctrl := sql.OpenDB(c.Control())
 	defer ctrl.Close()
-	if err := ctrl.Ping(); err != nil {
+	if err := ctrl.PingContext(ctx); err != nil {
 		t.Errorf("control connection: %v", err)
 	}
 	plain, err := sql.Open("mysql", dsn)
@@ -370,11 +385,10 @@ func TestControlConnector(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer plain.Close()
-	if pool.ControlConnector(plain) != nil {
-		t.Error("ControlConnector(sql.Open pool) != nil")
+	if lockconn.Of(plain) != nil {
+		t.Error("lockconn.Of(sql.Open pool) != nil")
 	}
-	other := open(t, dsn)
-	if pool.ControlConnector(other) == c {
+	if lockconn.Of(open(t, dsn)) == c {
 		t.Error("two pools share one connector")
 	}
 }
@@ -414,12 +428,13 @@ func listenSilently(t *testing.T) string {
 	return ln.Addr().String()
 }
 
-// TestNetConn: NetConn knows the socket under every connection of a pool
-// from Open (its remote end is the DSN's address, and one connection's is
-// not another's), and nothing for a pool from sql.Open on the same DSN, for
-// a DSN that sets writeTimeout (the driver would override deadlines), or for
-// values that are not driver connections.
-func TestNetConn(t *testing.T) {
+// TestSockets: every connection of a pool from Open is a *lockconn.Conn
+// that knows its own socket (its remote end is the DSN's address, and one
+// connection's is not another's), on which a deadline bounds a statement
+// run inside Raw and, cleared, leaves the connection working. The socket is
+// unknown for a DSN that sets writeTimeout (the driver would override
+// deadlines), and a pool from sql.Open has no *lockconn.Conn at all.
+func TestSockets(t *testing.T) {
 	t.Parallel()
 	dsn := testdb.Get(t).DSN
 	cfg, err := mysql.ParseDSN(dsn)
@@ -428,13 +443,23 @@ func TestNetConn(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	netConnOf := func(t *testing.T, c *sql.Conn) net.Conn {
+	// raw runs f on c's driver connection, which must be a *lockconn.Conn.
+	raw := func(t *testing.T, c *sql.Conn, f func(*lockconn.Conn) error) {
 		t.Helper()
-		var nc net.Conn
-		if err := c.Raw(func(dc any) error { nc = pool.NetConn(dc); return nil }); err != nil {
+		if err := c.Raw(func(dc any) error {
+			lc, ok := dc.(*lockconn.Conn)
+			if !ok {
+				return fmt.Errorf("driver connection %T, want *lockconn.Conn", dc)
+			}
+			return f(lc)
+		}); err != nil {
 			t.Fatal(err)
 		}
-		return nc
+	}
+	socket := func(t *testing.T, c *sql.Conn) (s net.Conn) {
+		t.Helper()
+		raw(t, c, func(lc *lockconn.Conn) error { s = lc.Socket(); return nil })
+		return s
 	}
 	pinned := func(t *testing.T, db *sql.DB) *sql.Conn {
 		t.Helper()
@@ -448,9 +473,9 @@ func TestNetConn(t *testing.T) {
 
 	db := open(t, dsn)
 	a, b := pinned(t, db), pinned(t, db)
-	na, nb := netConnOf(t, a), netConnOf(t, b)
+	na, nb := socket(t, a), socket(t, b)
 	if na == nil || nb == nil {
-		t.Fatalf("NetConn of pool.Open connections = %v, %v; want both known", na, nb)
+		t.Fatalf("sockets of pool.Open connections = %v, %v; want both known", na, nb)
 	}
 	if na == nb {
 		t.Error("two connections share one socket")
@@ -461,42 +486,44 @@ func TestNetConn(t *testing.T) {
 			t.Fatal(err)
 		}
 		if got := na.RemoteAddr().String(); got != want.String() {
-			t.Errorf("NetConn(...).RemoteAddr() = %s, want %s", got, want)
+			t.Errorf("Socket().RemoteAddr() = %s, want %s", got, want)
 		}
 	}
-	// The socket is the connection's: a deadline set on it and cleared
-	// again leaves the connection working.
-	if err := na.SetDeadline(time.Now().Add(time.Minute)); err != nil {
-		t.Fatal(err)
-	}
+	// A deadline set on the socket, a statement run under it with a ctx
+	// that cannot be cancelled, the deadline cleared: the connection keeps
+	// working.
+	raw(t, a, func(lc *lockconn.Conn) error {
+		if err := lc.Socket().SetDeadline(time.Now().Add(time.Minute)); err != nil {
+			return err
+		}
+		rows, err := lc.QueryContext(context.Background(), "SELECT 1", nil)
+		if err == nil {
+			err = rows.Close()
+		}
+		if err != nil {
+			return fmt.Errorf("statement under a deadline on the socket: %w", err)
+		}
+		return lc.Socket().SetDeadline(time.Time{})
+	})
 	if err := a.PingContext(ctx); err != nil {
-		t.Errorf("ping with a deadline on the socket: %v", err)
-	}
-	if err := na.SetDeadline(time.Time{}); err != nil {
-		t.Fatal(err)
+		t.Errorf("ping after the deadline was cleared: %v", err)
 	}
 
+	wt := open(t, withParams(t, dsn, nil, func(c *mysql.Config) { c.WriteTimeout = 30 * time.Second }))
+	if nc := socket(t, pinned(t, wt)); nc != nil {
+		t.Errorf("socket with writeTimeout = %v, want nil", nc)
+	}
 	plain, err := sql.Open("mysql", dsn)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = plain.Close() })
-	if nc := netConnOf(t, pinned(t, plain)); nc != nil {
-		t.Errorf("NetConn of a sql.Open connection = %v, want nil", nc)
-	}
-	wt := open(t, withParams(t, dsn, nil, func(c *mysql.Config) { c.WriteTimeout = 30 * time.Second }))
-	if nc := netConnOf(t, pinned(t, wt)); nc != nil {
-		t.Errorf("NetConn with writeTimeout = %v, want nil", nc)
-	}
-	for _, v := range []any{nil, 42, "conn", new(int), (*mysql.Config)(nil)} {
-		if nc := pool.NetConn(v); nc != nil {
-			t.Errorf("NetConn(%#v) = %v, want nil", v, nc)
+	if err := pinned(t, plain).Raw(func(dc any) error {
+		if _, ok := dc.(*lockconn.Conn); ok {
+			t.Error("a sql.Open connection is a *lockconn.Conn")
 		}
-	}
-	// ControlConnector still works on the tracking connector.
-	ctrl := sql.OpenDB(pool.ControlConnector(db))
-	defer ctrl.Close()
-	if err := ctrl.PingContext(ctx); err != nil {
-		t.Errorf("control connection: %v", err)
+		return nil
+	}); err != nil {
+		t.Fatal(err)
 	}
 }

@@ -1,0 +1,83 @@
+package lockconn
+
+import (
+	"context"
+	"database/sql"
+	"database/sql/driver"
+	"time"
+)
+
+// Connector wraps the driver's connector of a lock pool: each connection it
+// makes is a *Conn. Open the pool with sql.OpenDB(c); [Of] then finds c
+// again from the *sql.DB.
+type Connector struct {
+	inner driver.Connector
+	lease time.Duration
+	dial  bool
+	drv   *Driver
+}
+
+// NewConnector returns a Connector making its connections with inner.
+// lease is the session wait_timeout the caller gave every connection of the
+// pool (pool.Open sets it through the DSN's parameters); it is only
+// reported, by [Connector.Lease].
+//
+// dial says that inner dials its connections with [Dial] (pool.Open sets
+// the driver's Config.DialFunc to Dial when it can): each Conn then knows
+// its socket. Otherwise [Conn.Socket] is nil for every connection.
+func NewConnector(inner driver.Connector, lease time.Duration, dial bool) *Connector {
+	c := &Connector{inner: inner, lease: lease, dial: dial}
+	c.drv = &Driver{inner: inner.Driver(), connector: c}
+	return c
+}
+
+// Connect makes a connection with the inner connector and returns it as a
+// *Conn (implementing [driver.Connector]). When the Connector was made with
+// dial, the socket that [Dial] dials for this call becomes the Conn's
+// [Conn.Socket].
+func (c *Connector) Connect(ctx context.Context) (driver.Conn, error) {
+	if !c.dial {
+		dc, err := c.inner.Connect(ctx)
+		if err != nil {
+			return nil, err
+		}
+		return &Conn{inner: dc}, nil
+	}
+	d := new(dialed)
+	dc, err := c.inner.Connect(context.WithValue(ctx, dialedKey{}, d))
+	if err != nil {
+		return nil, err
+	}
+	return &Conn{inner: dc, socket: d.conn}, nil
+}
+
+// Driver returns the *Driver of c (implementing [driver.Connector]), always
+// the same one. [sql.DB.Driver] of a pool opened with sql.OpenDB(c) returns
+// it, which is how [Of] finds c.
+func (c *Connector) Driver() driver.Driver { return c.drv }
+
+// Lease returns the session wait_timeout of the pool's connections, as
+// given to [NewConnector] (pool.Open passes its WithLease duration; the
+// server's wait_timeout is that rounded up to whole seconds).
+func (c *Connector) Lease() time.Duration { return c.lease }
+
+// Control returns the inner connector, for connections outside the bounded
+// lock pool: namedlock opens a control pool on it to KILL the server-side
+// wait of a cancelled GET_LOCK, which must never wait for, or exhaust, the
+// lock pool itself. Its connections are the driver's own, not *Conn.
+func (c *Connector) Control() driver.Connector { return c.inner }
+
+// Of returns the Connector of a pool opened with sql.OpenDB on one (found
+// through [sql.DB.Driver]), or nil for any other *sql.DB and for nil. (A
+// Connector's *Driver registered with sql.Register would make pools from
+// sql.Open lead to it too, though their connections are not its: nothing
+// registers it.)
+func Of(db *sql.DB) *Connector {
+	if db == nil {
+		return nil
+	}
+	if d, ok := db.Driver().(*Driver); ok {
+		return d.connector
+	}
+	return nil
+}
