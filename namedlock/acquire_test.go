@@ -10,6 +10,7 @@ import (
 	"github.com/namedlock/mysql/internal/testdb"
 	"github.com/namedlock/mysql/keyfmt"
 	"github.com/namedlock/mysql/namedlock"
+	"github.com/namedlock/mysql/pool"
 )
 
 // TestAcquireShowsOnServer: a held lock is visible to IS_USED_LOCK under
@@ -446,10 +447,9 @@ func TestNewLockerOptions(t *testing.T) {
 	}{
 		{"keep-alive 0", []namedlock.Option{namedlock.WithKeepAlive(0)}},
 		{"check timeout -1", []namedlock.Option{namedlock.WithCheckTimeout(-time.Second)}},
-		{"lease 1s", []namedlock.Option{namedlock.WithLease(time.Second)}},
 		{"handoff -1", []namedlock.Option{namedlock.WithHandoff(-1, 0)}},
 		{"release timeout 0", []namedlock.Option{namedlock.WithReleaseTimeout(0)}},
-		{"keep-alive + check >= lease", []namedlock.Option{namedlock.WithLease(5 * time.Second), namedlock.WithKeepAlive(3 * time.Second), namedlock.WithCheckTimeout(2 * time.Second)}},
+		{"keep-alive + check >= lease", []namedlock.Option{namedlock.WithKeepAlive(20 * time.Second), namedlock.WithCheckTimeout(10 * time.Second)}},
 	} {
 		l, err := namedlock.NewLocker(db, tc.opts...)
 		if !errors.Is(err, namedlock.ErrInvalidOption) || l != nil {
@@ -467,7 +467,11 @@ func TestNewLockerOptions(t *testing.T) {
 	if l, err := namedlock.NewLocker(nil); !errors.Is(err, namedlock.ErrInvalidOption) || l != nil {
 		t.Errorf("NewLocker(nil) = %v, %v", l, err)
 	}
-	l, err := namedlock.NewLocker(db, namedlock.WithLease(5*time.Second), namedlock.WithKeepAlive(time.Second),
+	short := openPool(t, testdb.Get(t).DSN, pool.WithLease(5*time.Second))
+	if _, err := namedlock.NewLocker(short, namedlock.WithKeepAlive(3*time.Second), namedlock.WithCheckTimeout(2*time.Second)); !errors.Is(err, namedlock.ErrInvalidOption) {
+		t.Errorf("keep-alive + check = the pool's lease: NewLocker = %v, want ErrInvalidOption", err)
+	}
+	l, err := namedlock.NewLocker(short, namedlock.WithKeepAlive(time.Second),
 		namedlock.WithCheckTimeout(time.Second), namedlock.WithHandoff(0, 0), namedlock.WithReleaseTimeout(time.Second))
 	if err != nil {
 		t.Fatalf("valid options: %v", err)

@@ -50,7 +50,7 @@ func (l *Locker) DoMulti(ctx context.Context, keys []string, fn func(ctx context
 	for _, key := range ordered {
 		k, err := l.Acquire(ctx, key)
 		if err != nil {
-			return errors.Join(err, releaseAll(nil, locks)) // bounded by the release timeout
+			return errors.Join(err, l.releaseAll(locks))
 		}
 		locks = append(locks, k)
 	}
@@ -79,12 +79,13 @@ func canonicalKeys(keys []string) ([]string, error) {
 	return out, nil
 }
 
-// releaseAll releases locks in reverse order of acquisition. A nil ctx
-// bounds each release that goes to the server by the release timeout.
-func releaseAll(ctx context.Context, locks []*Lock) error {
+// releaseAll releases locks in reverse order of acquisition, each release
+// that goes to the server bounded by the release timeout (whose timer is
+// started only for such a release, not for a handoff).
+func (l *Locker) releaseAll(locks []*Lock) error {
 	var errs []error
 	for i := len(locks) - 1; i >= 0; i-- {
-		if err := locks[i].release(ctx, true); err != nil {
+		if err := locks[i].releaseWithin(l.cfg.releaseTimeout, true); err != nil {
 			errs = append(errs, err)
 		}
 	}
@@ -105,15 +106,13 @@ func (l *Locker) run(ctx context.Context, locks []*Lock, fn func(ctx context.Con
 	finished := false
 	defer func() {
 		if !finished { // fn panicked or called runtime.Goexit
-			_ = releaseAll(nil, locks)
+			_ = l.releaseAll(locks)
 			cancel(context.Canceled)
 		}
 	}()
 	ferr := fn(fctx)
 	finished = true
-	// nil: each release is bounded by the release timeout, whose timer is
-	// started only for a release that goes to the server (not a handoff).
-	rerr := releaseAll(nil, locks)
+	rerr := l.releaseAll(locks)
 	cancel(context.Canceled)
 	if rerr == nil {
 		return ferr

@@ -24,8 +24,8 @@
 // ([WithCheckTimeout], default 3 s) is a loss. A slow answer within the
 // timeout is not.
 //
-// Lock connections get a session wait_timeout equal to the lease
-// ([WithLease], default 30 s): when a holder's host vanishes without closing
+// Lock connections get a session wait_timeout equal to the lock pool's lease
+// ([pool.WithLease], default 30 s): when a holder's host vanishes without closing
 // its sockets, the server frees its locks within the lease instead of the
 // default 8 hours. The keep-alive keeps a live holder's session from idling
 // that long, and keep-alive + check timeout < lease (validated) means a
@@ -64,8 +64,27 @@
 // VM) after its last check may act after its lock is gone and granted
 // elsewhere; detection is bounded, not instantaneous. Named locks live in
 // one server's memory: they are not replicated, are lost on failover, and
-// are node-local on Galera (pool.Open refuses wsrep_on=ON). Lock names are
-// mapped by [keyfmt.Portable] so that a key means the same lock on MySQL 8
-// (case-insensitive, 64 characters), MariaDB (case-sensitive, 192 bytes) and
-// the embedded go-mysql-server.
+// are node-local on Galera (pool.Open refuses wsrep_on=ON).
+//
+// # Lock names
+//
+// The server lock of key is named [keyfmt.Portable](key), the one mapping
+// applied, so that a key means the same lock on MySQL 8 (case-insensitive,
+// 64 characters), MariaDB (case-sensitive, 192 bytes) and the embedded
+// go-mysql-server. A portable key (keyfmt.Key("product", 42) is
+// "product:42") is its own server name; [Lock.Name] returns the name, and a
+// program that takes the same lock with plain SQL uses
+// GET_LOCK(keyfmt.Portable(key), ...).
+//
+// # Inside the package
+//
+// locker.go takes locks (the local queue first, then the server) and closes
+// the Locker; queue.go is one name's local queue and its handoff rules, with
+// no SQL; lock.go is the held Lock and its release (handoff, linger, proof,
+// server); session.go is one held server lock: the ownership check and the
+// release, serialized on its pinned connection; keepalive.go schedules the
+// checks. server.go is the only door to the server (GET_LOCK, its waits and
+// RELEASE_LOCK on a pinned connection), behind the small backend and link
+// interfaces that the ordering tests fake; stmt.go runs its statements on
+// the driver connection; killer.go ends the sessions of cancelled waits.
 package namedlock

@@ -4,8 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-
-	"github.com/go-sql-driver/mysql"
 )
 
 // Sentinel errors. Match them with [errors.Is]; errors returned by this
@@ -34,20 +32,6 @@ var (
 	ErrInvalidOption = errors.New("namedlock: invalid option")
 )
 
-// MySQL and MariaDB error numbers this package classifies.
-const (
-	errNumMariaDBDeadlock = 1213 // ER_LOCK_DEADLOCK
-	errNumMySQLDeadlock   = 3058 // ER_USER_LOCK_DEADLOCK
-)
-
-func isDeadlock(err error) bool {
-	var me *mysql.MySQLError
-	if !errors.As(err, &me) {
-		return false
-	}
-	return me.Number == errNumMariaDBDeadlock || me.Number == errNumMySQLDeadlock
-}
-
 // notAcquired builds the error of a wait that ended without the lock:
 // ErrNotAcquired, with ctx's error joined when ctx ended.
 func notAcquired(ctx context.Context, key string, cause error) error {
@@ -64,6 +48,11 @@ func notAcquired(ctx context.Context, key string, cause error) error {
 	return err
 }
 
-func lostError(key, why string) error {
-	return fmt.Errorf("%w: %q: %s", ErrLockLost, key, why)
+// lostError is the one form of a loss: the lock name, what showed it, and
+// the cause (a driver error) when there is one.
+func lostError(name, why string, cause error) error {
+	if cause == nil {
+		return fmt.Errorf("%w: %q: %s", ErrLockLost, name, why)
+	}
+	return fmt.Errorf("%w: %q: %s: %w", ErrLockLost, name, why, cause)
 }

@@ -16,8 +16,8 @@ import (
 // waits holds nothing: TestCrossedWaitsEndByContext), so the mapping is
 // checked here, white-box, on the error values the server sends.
 func TestFaultDeadlockErrorMapping(t *testing.T) {
-	l := &Locker{}
-	for _, num := range []uint16{errNumMariaDBDeadlock, errNumMySQLDeadlock} {
+	l := &server{}
+	for _, num := range []uint16{1213, 3058} {
 		server := &mysql.MySQLError{Number: num, SQLState: [5]byte{'4', '0', '0', '0', '1'}, Message: "Deadlock found when trying to get lock; try restarting transaction"}
 		err := l.getLockError(context.Background(), "k", server)
 		var me *mysql.MySQLError
@@ -35,7 +35,7 @@ func TestFaultDeadlockErrorMapping(t *testing.T) {
 	// the server's answer was a deadlock.
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	err := l.getLockError(ctx, "k", &mysql.MySQLError{Number: errNumMariaDBDeadlock})
+	err := l.getLockError(ctx, "k", &mysql.MySQLError{Number: 1213})
 	if !errors.Is(err, ErrNotAcquired) || !errors.Is(err, context.Canceled) {
 		t.Errorf("getLockError with ctx ended = %v, want ErrNotAcquired and context.Canceled", err)
 	}

@@ -12,6 +12,7 @@ import (
 	"github.com/go-sql-driver/mysql"
 
 	"github.com/namedlock/mysql/internal/faultproxy"
+	"github.com/namedlock/mysql/internal/lockconn"
 	"github.com/namedlock/mysql/internal/testdb"
 	"github.com/namedlock/mysql/keyfmt"
 	"github.com/namedlock/mysql/pool"
@@ -55,19 +56,20 @@ func TestFaultBlackholedRelease(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 			defer cancel()
 
-			var nc net.Conn
+			var known bool
 			var cut time.Time
 			err = l.Do(ctx, key, func(context.Context) error {
 				l.mu.Lock()
-				nc = l.keys[keyfmt.Portable(key)].sess.nc
+				conn := l.queues[keyfmt.Portable(key)].sess.link.(*pinned).conn
 				l.mu.Unlock()
+				known = socketKnown(conn)
 				p.Blackhole(t)
 				cut = time.Now()
 				return nil
 			})
 			took := time.Since(cut)
 			t.Logf("Do returned %v after the blackhole (release timeout %v): %v", took, releaseTimeout, err)
-			if got := nc != nil; got != tc.deadline {
+			if got := known; got != tc.deadline {
 				t.Fatalf("the session knows its socket: %v, want %v", got, tc.deadline)
 			}
 			if err == nil || errors.Is(err, ErrLockLost) || !strings.Contains(err.Error(), "not confirmed") {
@@ -117,12 +119,25 @@ func openLockPool(t testing.TB, dsn string) *sql.DB {
 	return db
 }
 
-// TestQueryIntsUntil: the deadline path of queryIntsUntil on a pool.Open
+// socketKnown reports whether conn's driver connection knows its socket
+// (a connection of pool.Open, see lockconn.Conn.Socket).
+func socketKnown(conn *sql.Conn) bool {
+	known := false
+	_ = conn.Raw(func(dc any) error {
+		if lc, ok := dc.(*lockconn.Conn); ok {
+			known = lc.Socket() != nil
+		}
+		return nil
+	})
+	return known
+}
+
+// TestQueryIntsDeadline: the deadline path of queryInts on a pool.Open
 // connection through a fault proxy. A statement that succeeds leaves no
 // deadline behind (a later statement, after the deadline, still works); a
 // blackholed statement ends at its deadline, or earlier when its ctx ends
 // (as Close ends a keep-alive check), with an error that says which.
-func TestQueryIntsUntil(t *testing.T) {
+func TestQueryIntsDeadline(t *testing.T) {
 	srv := testdb.RequireReal(t)
 	cfg, err := mysql.ParseDSN(srv.DSN)
 	if err != nil {
@@ -132,39 +147,38 @@ func TestQueryIntsUntil(t *testing.T) {
 	db := openLockPool(t, p.DSN(srv.DSN))
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	pinned := func() (*sql.Conn, net.Conn) {
+	pin := func() *sql.Conn {
 		t.Helper()
 		conn, err := db.Conn(ctx)
 		if err != nil {
 			t.Fatal(err)
 		}
-		nc := pool.NetConn(connIdentity(conn))
-		if nc == nil {
-			t.Fatal("pool.NetConn = nil for a pool.Open connection")
+		if !socketKnown(conn) {
+			t.Fatal("no socket known for a pool.Open connection")
 		}
-		return conn, nc
+		return conn
 	}
 	var row [1]sql.NullInt64
 
-	conn, nc := pinned()
+	conn := pin()
 	bg, stop := context.WithCancel(context.Background())
-	ended, err := queryIntsUntil(bg, time.Now().Add(100*time.Millisecond), nc, conn, row[:], "SELECT 1")
+	ended, err := queryInts(bg, conn, time.Now().Add(100*time.Millisecond), row[:], "SELECT 1")
 	if err != nil || ended || row[0].Int64 != 1 {
-		t.Fatalf("queryIntsUntil = %v, %v, %v; want 1", row[0], ended, err)
+		t.Fatalf("queryInts = %v, %v, %v; want 1", row[0], ended, err)
 	}
 	stop() // after the statement: must not touch the connection
 	time.Sleep(200 * time.Millisecond)
-	if err := queryInts(context.Background(), conn, row[:], "SELECT 2"); err != nil || row[0].Int64 != 2 {
+	if _, err := queryInts(context.Background(), conn, time.Time{}, row[:], "SELECT 2"); err != nil || row[0].Int64 != 2 {
 		t.Fatalf("a statement after the deadline = %v, %v; want 2 (deadline not cleared?)", row[0], err)
 	}
 	_ = conn.Close()
 
-	a, anc := pinned()
-	b, bnc := pinned()
+	a := pin()
+	b := pin()
 	p.Blackhole(t)
 
 	start := time.Now()
-	ended, err = queryIntsUntil(context.Background(), start.Add(300*time.Millisecond), anc, a, row[:], "SELECT 1")
+	ended, err = queryInts(context.Background(), a, start.Add(300*time.Millisecond), row[:], "SELECT 1")
 	took := time.Since(start)
 	t.Logf("blackholed, deadline 300 ms: %v after %v", err, took)
 	if !ended || !errors.Is(err, context.DeadlineExceeded) || took > 1300*time.Millisecond {
@@ -175,7 +189,7 @@ func TestQueryIntsUntil(t *testing.T) {
 	bg, stop = context.WithCancel(context.Background())
 	time.AfterFunc(300*time.Millisecond, stop)
 	start = time.Now()
-	ended, err = queryIntsUntil(bg, start.Add(20*time.Second), bnc, b, row[:], "SELECT 1")
+	ended, err = queryInts(bg, b, start.Add(20*time.Second), row[:], "SELECT 1")
 	took = time.Since(start)
 	t.Logf("blackholed, ctx cancelled after 300 ms: %v after %v", err, took)
 	if !ended || !errors.Is(err, context.Canceled) || took > 1300*time.Millisecond {

@@ -20,7 +20,7 @@ func TestKeepAliveOutlivesLease(t *testing.T) {
 	testdb.RequireReal(t)
 	t.Parallel()
 	in := newInstanceWithPool(t, []pool.Option{pool.WithLease(2 * time.Second)},
-		namedlock.WithLease(2*time.Second), namedlock.WithKeepAlive(200*time.Millisecond), namedlock.WithCheckTimeout(time.Second))
+		namedlock.WithKeepAlive(200*time.Millisecond), namedlock.WithCheckTimeout(time.Second))
 	adm := admin(t)
 	k := mustAcquire(t, in.locker, uniqueKey(t, "k"))
 	id := holderOf(t, adm, k.Name())
@@ -56,11 +56,12 @@ func TestKeepAliveOutlivesLease(t *testing.T) {
 	}
 }
 
-// TestLockerLeaseOnOtherPool: a Locker whose lease differs from its pool's
-// sets its own on the lock connection.
-func TestLockerLeaseOnOtherPool(t *testing.T) {
+// TestLockerLeaseIsThePools: the lease is configured in one place, the
+// lock pool (pool.WithLease): a Locker's connections have it and nothing
+// sets another.
+func TestLockerLeaseIsThePools(t *testing.T) {
 	t.Parallel()
-	in := newInstanceWithPool(t, []pool.Option{pool.WithMaxConns(1)}, namedlock.WithLease(7*time.Second))
+	in := newInstanceWithPool(t, []pool.Option{pool.WithMaxConns(1), pool.WithLease(7 * time.Second)})
 	ctx := testCtx(t, 10*time.Second)
 	if err := in.locker.Do(ctx, uniqueKey(t, "k"), func(context.Context) error { return nil }); err != nil {
 		t.Fatal(err)
@@ -70,7 +71,7 @@ func TestLockerLeaseOnOtherPool(t *testing.T) {
 		t.Fatal(err)
 	}
 	if lease != 7 {
-		t.Errorf("lock connection's wait_timeout = %d, want the Locker's lease 7 (the pool's is %d)", lease, int(pool.DefaultLease/time.Second))
+		t.Errorf("lock connection's wait_timeout = %d, want the pool's lease 7", lease)
 	}
 }
 

@@ -7,7 +7,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/namedlock/mysql/pool"
+	"github.com/namedlock/mysql/internal/lockconn"
 )
 
 // killTimeout bounds one KILL on the control connection.
@@ -16,45 +16,40 @@ const killTimeout = 2 * time.Second
 // killer ends the server sessions of cancelled waits. When ctx ends during
 // GET_LOCK the driver only closes its socket; the server keeps the session
 // waiting (and may even grant it the lock) until it notices. The killer runs
-// KILL CONNECTION for such sessions from a goroutine of the Locker, on a
-// control connection opened outside the bounded lock pool when the pool came
-// from pool.Open, so the caller never waits for it and it never competes with
-// lock waiters for a pool connection.
+// KILL CONNECTION for such sessions from a goroutine of its own, started at
+// the first kill and stopped by close, on a control connection opened
+// outside the bounded lock pool when the pool came from pool.Open, so the
+// caller never waits for it and it never competes with lock waiters for a
+// pool connection.
 type killer struct {
-	l       *Locker
-	mu      sync.Mutex
-	ids     []int64
-	wake    chan struct{}
-	started bool
-	ctrl    *sql.DB // control pool; nil until the first kill
-	own     bool    // ctrl was opened here and must be closed
+	db *sql.DB // the lock pool
+
+	mu     sync.Mutex
+	ids    []int64
+	closed bool
+	wake   chan struct{} // non-nil once the goroutine runs
+	stop   context.CancelFunc
+	done   chan struct{} // closed when the goroutine returns
 }
 
 // kill queues a KILL for session id. It never blocks.
 func (k *killer) kill(id int64) {
 	k.mu.Lock()
 	defer k.mu.Unlock()
+	if k.closed {
+		return
+	}
 	k.ids = append(k.ids, id)
-	if !k.started {
-		k.l.mu.Lock()
-		closed := k.l.closed
-		if !closed {
-			k.l.wg.Add(1)
+	if k.wake == nil {
+		ctrl, own := k.db, false
+		if c := lockconn.Of(k.db); c != nil {
+			ctrl, own = sql.OpenDB(c.Control()), true
+			ctrl.SetMaxOpenConns(1)
+			ctrl.SetMaxIdleConns(1)
 		}
-		k.l.mu.Unlock()
-		if closed {
-			k.ids = nil
-			return
-		}
-		k.started = true
-		k.wake = make(chan struct{}, 1)
-		k.ctrl = k.l.db
-		if c := pool.ControlConnector(k.l.db); c != nil {
-			k.ctrl, k.own = sql.OpenDB(c), true
-			k.ctrl.SetMaxOpenConns(1)
-			k.ctrl.SetMaxIdleConns(1)
-		}
-		go k.run(k.wake)
+		ctx, stop := context.WithCancel(context.Background())
+		k.wake, k.stop, k.done = make(chan struct{}, 1), stop, make(chan struct{})
+		go k.run(ctx, ctrl, own)
 	}
 	select {
 	case k.wake <- struct{}{}:
@@ -62,13 +57,16 @@ func (k *killer) kill(id int64) {
 	}
 }
 
-func (k *killer) run(wake chan struct{}) {
-	defer k.l.wg.Done()
+func (k *killer) run(ctx context.Context, ctrl *sql.DB, own bool) {
+	defer close(k.done)
+	if own {
+		defer ctrl.Close()
+	}
 	for {
 		select {
-		case <-k.l.stop:
+		case <-ctx.Done():
 			return
-		case <-wake:
+		case <-k.wake:
 		}
 		for {
 			k.mu.Lock()
@@ -79,21 +77,25 @@ func (k *killer) run(wake chan struct{}) {
 				break
 			}
 			for _, id := range ids {
-				ctx, cancel := context.WithTimeout(k.l.bg, killTimeout)
+				kctx, cancel := context.WithTimeout(ctx, killTimeout)
 				// Error 1094 (unknown thread) means the session already ended.
-				_, _ = k.ctrl.ExecContext(ctx, "KILL CONNECTION "+strconv.FormatInt(id, 10))
+				_, _ = ctrl.ExecContext(kctx, "KILL CONNECTION "+strconv.FormatInt(id, 10))
 				cancel()
 			}
 		}
 	}
 }
 
-// close closes the control pool once the killer goroutine has stopped.
+// close stops the killer's goroutine, if it runs, and waits for it. Kills
+// still queued are dropped: their connections were discarded, and the
+// server ends those sessions when it notices (within a second).
 func (k *killer) close() {
 	k.mu.Lock()
-	defer k.mu.Unlock()
-	if k.own && k.ctrl != nil {
-		_ = k.ctrl.Close()
-		k.ctrl = nil
+	k.closed = true
+	stop, done := k.stop, k.done
+	k.mu.Unlock()
+	if stop != nil {
+		stop()
+		<-done
 	}
 }

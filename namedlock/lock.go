@@ -27,7 +27,7 @@ type Lock struct {
 	key      string
 	acquired time.Time
 
-	// guarded by l.mu
+	// Guarded by l.mu.
 	state  lockState
 	err    error
 	freed  bool // Release has run (or Close took the lock)
@@ -39,7 +39,7 @@ type Lock struct {
 func (k *Lock) Key() string { return k.key }
 
 // Name returns the lock's name on the server, as IS_USED_LOCK and the
-// process list show it ([keyfmt.Portable] of the key).
+// process list show it: [keyfmt.Portable] of the key.
 func (k *Lock) Name() string { return k.q.name }
 
 // Done returns a channel that is closed when the lock is released, lost, or
@@ -89,21 +89,27 @@ func (k *Lock) endLocked(state lockState, err error) {
 // discarded and the server frees the lock as the session ends. A second
 // Release returns [ErrNotHeld] (or ErrClosed / ErrLockLost); it never blocks
 // or panics. Release on a nil *Lock returns ErrNotHeld.
+//
+// The RELEASE_LOCK, if one is needed, runs within ctx as given.
 func (k *Lock) Release(ctx context.Context) error {
 	if k == nil {
 		return ErrNotHeld
 	}
-	return k.release(ctx, true)
+	return k.release(ctx, 0, true)
 }
 
-// release is Release; a nil ctx bounds the RELEASE_LOCK, if one is needed,
-// by the release timeout alone (Do, DoTx, DoMulti, a grant given back), as
-// a deadline on the connection's socket when it is known (see
-// queryIntsUntil). A caller's ctx is used as given, through the driver's
-// cancellation: one that cannot end leaves the release unbounded, as before,
-// and one that can end may be cancelled early, which no deadline can
-// express.
-func (k *Lock) release(ctx context.Context, observe bool) error {
+// releaseWithin is Release for Do, DoTx, DoMulti and a grant given back: a
+// RELEASE_LOCK, if one is needed, is bounded by timeout from when it
+// starts, as a deadline on the connection's socket when it is known, which
+// spares the driver's per-statement goroutine (see stmt.go).
+func (k *Lock) releaseWithin(timeout time.Duration, observe bool) error {
+	return k.release(context.Background(), timeout, observe)
+}
+
+// release lets go of k: to the next local waiter (a handoff), to a caller
+// that may arrive while earlier holders are proven (a linger), or back to
+// the server; see Release. timeout 0 bounds a RELEASE_LOCK by ctx alone.
+func (k *Lock) release(ctx context.Context, timeout time.Duration, observe bool) error {
 	l := k.l
 	l.mu.Lock()
 	if k.freed {
@@ -117,67 +123,86 @@ func (k *Lock) release(ctx context.Context, observe bool) error {
 	k.freed = true
 	l.stats.held.Add(-1)
 	held := time.Since(k.acquired)
-	q, s := k.q, k.sess
 	if k.state == stateLost {
 		err := k.err
-		l.advanceLocked(q)
+		l.advanceLocked(k.q)
 		l.mu.Unlock()
 		return err
 	}
 	k.endLocked(stateReleased, ErrNotHeld)
+	done, err := k.passOnLocked() // l.mu released if done
+	if !done {
+		err = k.releaseToServer(ctx, timeout, err)
+	}
+	if observe {
+		l.observe(Event{Key: k.key, Outcome: Released, Held: held, Err: err})
+	}
+	return err
+}
+
+// passOnLocked passes k's server lock to the next local waiter, or keeps it
+// lingering for one, when the handoff bounds allow it, and then waits for
+// the proof that the session held the lock until k let go. done reports
+// that the lock stays with this process; otherwise it must go back to the
+// server (err is then a loss the proof found, if any). Called with l.mu
+// held; returns with it released when done, still held otherwise.
+func (k *Lock) passOnLocked() (done bool, err error) {
+	l, q, s := k.l, k.q, k.sess
 	released := time.Now()
-	handed := l.handoffLocked(q, s)
-	var linger chan struct{}
-	var proveErr error
-	if !handed && s.handoffs > 0 && s.proving > 0 && l.handoffAllowed(s) {
-		// Nobody waits, but earlier holders of this server lock wait in
-		// prove and are likely back soon: keep the lock, unheld, while this
-		// caller's own proof runs (and lingerGrace after it). A local
-		// caller arriving meanwhile takes it over, as by a handoff.
-		linger = make(chan struct{})
-		s.holder, q.holder, q.linger = nil, nil, linger
+	handed, linger := false, chan struct{}(nil)
+	if q.mayHandOff(&l.cfg, l.closed) {
+		handed = q.handOff(func(key string) *Lock { return l.newLock(q, s, key) })
+		if !handed && s.handoffs > 0 && s.proving > 0 {
+			// Nobody waits, but earlier holders of this server lock wait
+			// in prove and are likely back soon: keep the lock, unheld,
+			// while this caller's own proof runs (and lingerGrace after).
+			linger = q.startLinger()
+		}
 	}
-	if handed || linger != nil {
-		s.proving++
-		l.mu.Unlock()
-		// The next caller has the lock without a round trip; this caller
-		// returns once the session is proven to have held it until now.
-		err := l.prove(s, released)
-		if linger != nil && err == nil {
-			t := time.NewTimer(lingerGrace)
-			select {
-			case <-linger:
-			case <-t.C:
-			}
-			t.Stop()
-		}
-		l.mu.Lock()
-		s.proving--
-		if errors.Is(err, ErrLockLost) {
-			k.state, k.err = stateLost, err
-			l.stats.lost.Add(1)
-		}
-		if linger == nil || q.linger != linger {
-			l.mu.Unlock()
-			if observe {
-				l.observe(Event{Key: k.key, Outcome: Released, Held: held, Err: err})
-			}
-			return err
-		}
-		// Nobody came: back to the server after all.
-		q.linger, proveErr = nil, err
+	if !handed && linger == nil {
+		return false, nil // l.mu still held: releaseToServer goes on
 	}
-	// Back to the server. The queue stays busy (holder nil) until then, so
-	// no local caller goes to the server meanwhile.
-	s.holder = nil
-	q.holder, q.sess = nil, nil
+	s.proving++
 	l.mu.Unlock()
-	var err error
-	if ctx == nil {
-		err = s.release(context.Background(), l.cfg.releaseTimeout)
-	} else {
-		err = s.release(ctx, 0)
+	// The next caller has the lock without a round trip; this caller
+	// returns once the session is proven to have held it until now.
+	err = s.prove(l.bg, l.cfg.checkTimeout, released)
+	if errors.Is(err, ErrLockLost) {
+		l.lostFound(s, err)
 	}
+	if linger != nil && err == nil {
+		t := time.NewTimer(lingerGrace)
+		select {
+		case <-linger:
+		case <-t.C:
+		}
+		t.Stop()
+	}
+	l.mu.Lock()
+	s.proving--
+	if errors.Is(err, ErrLockLost) {
+		k.state, k.err = stateLost, err
+		l.stats.lost.Add(1)
+	}
+	if linger == nil || q.linger != linger {
+		l.mu.Unlock()
+		return true, err
+	}
+	// Nobody came: back to the server after all, with l.mu held.
+	return false, err
+}
+
+// releaseToServer runs RELEASE_LOCK for k's session, bounded by timeout (0:
+// by ctx alone), then lets the next local waiter, if any, go to the server.
+// proveErr is a loss already found by a proof. Called with l.mu held; returns
+// with it released.
+func (k *Lock) releaseToServer(ctx context.Context, timeout time.Duration, proveErr error) error {
+	l, q, s := k.l, k.q, k.sess
+	// The queue stays busy (no holder) until advance, so no local caller
+	// goes to the server meanwhile.
+	q.detach()
+	l.mu.Unlock()
+	err := s.release(ctx, timeout)
 	if proveErr != nil {
 		err = proveErr // s was found lost (or the Locker closing) by prove
 	}
@@ -189,8 +214,5 @@ func (k *Lock) release(ctx context.Context, observe bool) error {
 	}
 	l.advanceLocked(q)
 	l.mu.Unlock()
-	if observe {
-		l.observe(Event{Key: k.key, Outcome: Released, Held: held, Err: err})
-	}
 	return err
 }

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/namedlock/mysql/keyfmt"
@@ -23,32 +22,32 @@ import (
 // re-entrant: a goroutine that holds a key and acquires it again waits for
 // itself until its ctx ends.
 type Locker struct {
-	db    *sql.DB
+	srv   backend // the server (server.go); a fake in the ordering tests
 	cfg   config
-	lease int64 // session wait_timeout, whole seconds
+	lease time.Duration
 
-	mu     sync.Mutex
-	keys   map[string]*queue // by server lock name
-	closed bool
-	ticker bool // the keep-alive goroutine runs
+	// mu guards queues, closed and keepAliveOn, the fields of every queue,
+	// the state of every Lock, and the fields of every session marked as
+	// guarded by Locker.mu. Lock order: mu is never held together with a
+	// session's turn or pmu (no statement runs under mu); the backend's own
+	// locks are never taken under mu either.
+	mu          sync.Mutex
+	queues      map[string]*queue // by server lock name
+	closed      bool
+	keepAliveOn bool // the keep-alive goroutine runs; it stops while nothing is held
 
-	stop    chan struct{}   // closed by Close: stops the Locker's goroutines
-	bg      context.Context // cancelled by Close: bounds checks and kills
-	bgStop  context.CancelFunc
-	closing context.Context // cancelled (cause ErrClosed) as Close starts: ends server waits
-	closeIt context.CancelCauseFunc
-	wg      sync.WaitGroup // the Locker's goroutines: keep-alive, checks, killer
-	killer  killer
-	flavor  atomic.Int32
+	closing context.Context         // cancelled (cause ErrClosed) as Close starts: ends server waits
+	closeIt context.CancelCauseFunc //
+	bg      context.Context         // cancelled once Close has released everything: ends checks
+	bgStop  context.CancelFunc      //
+	wg      sync.WaitGroup          // the keep-alive goroutine and its checks
 	stats   counters
-	conns   knownConns
-	closeMu sync.Mutex
 }
 
 // New returns a Locker on db, which should come from [pool.Open] (a
-// dedicated lock pool). It panics if an option is out of range, as
-// [regexp.MustCompile] does on a bad pattern; use [NewLocker] to get an error
-// instead. New does no I/O.
+// dedicated lock pool; its lease, [pool.WithLease], is the Locker's). It
+// panics if an option is out of range, as [regexp.MustCompile] does on a bad
+// pattern; use [NewLocker] to get an error instead. New does no I/O.
 func New(db *sql.DB, opts ...Option) *Locker {
 	l, err := NewLocker(db, opts...)
 	if err != nil {
@@ -59,40 +58,43 @@ func New(db *sql.DB, opts ...Option) *Locker {
 
 // NewLocker is [New] that returns an error, matching [ErrInvalidOption], when
 // an option or the combination of options is out of range (the keep-alive
-// interval plus check timeout must be shorter than the lease).
+// interval plus check timeout must be shorter than the pool's lease).
+//
+// A db that does not come from pool.Open works too: its connections get
+// [pool.DefaultLease] as their session wait_timeout (one SET SESSION per
+// connection, at its first lock), and statements bounded by the library's
+// own timeouts are bounded by contexts rather than socket deadlines.
 func NewLocker(db *sql.DB, opts ...Option) (*Locker, error) {
 	if db == nil {
 		return nil, fmt.Errorf("%w: nil *sql.DB", ErrInvalidOption)
 	}
-	cfg := defaultConfig()
-	for _, opt := range opts {
-		opt(&cfg)
-	}
-	if err := cfg.validate(); err != nil {
+	cfg, err := newConfig(opts, leaseOf(db))
+	if err != nil {
 		return nil, err
 	}
+	return newLocker(newServer(db), cfg, leaseOf(db)), nil
+}
+
+// newLocker returns a Locker on backend b with a validated cfg.
+func newLocker(b backend, cfg config, lease time.Duration) *Locker {
 	bg, stop := context.WithCancel(context.Background())
 	closing, closeIt := context.WithCancelCause(context.Background())
-	l := &Locker{
-		db:     db,
-		cfg:    cfg,
-		lease:  int64((cfg.lease + time.Second - 1) / time.Second),
-		keys:   make(map[string]*queue),
-		stop:   make(chan struct{}),
-		bg:     bg,
-		bgStop: stop,
-
+	return &Locker{
+		srv:     b,
+		cfg:     cfg,
+		lease:   lease,
+		queues:  make(map[string]*queue),
+		bg:      bg,
+		bgStop:  stop,
 		closing: closing,
 		closeIt: closeIt,
 	}
-	l.killer.l = l
-	return l, nil
 }
 
 // Acquire takes the lock named by key, waiting until it is granted or ctx
 // ends. A nil error means the lock is held until [Lock.Release] (or until it
-// is lost: watch [Lock.Done]). key may be any non-empty string; it is mapped
-// to a portable server name by [keyfmt.Portable].
+// is lost: watch [Lock.Done]). key may be any non-empty string; the server
+// lock is named [keyfmt.Portable](key), the only mapping applied.
 //
 // A wait that ends because ctx ended returns an error matching both
 // [ErrNotAcquired] and ctx.Err(); the server-side wait is ended at once and
@@ -108,18 +110,23 @@ func (l *Locker) TryAcquire(ctx context.Context, key string) (*Lock, error) {
 	return l.acquire(ctx, key, true)
 }
 
+// acquire takes key's lock: from a local holder or a lingering lock when it
+// can, otherwise at the server, after the callers of this Locker queued for
+// the same name before it.
 func (l *Locker) acquire(ctx context.Context, key string, try bool) (*Lock, error) {
 	if key == "" {
 		return nil, fmt.Errorf("%w: empty key", ErrInvalidKey)
 	}
 	start := time.Now()
-	name := keyfmt.Portable(key)
 	l.stats.waiting.Add(1)
-	k, handoff, err := l.acquireQueued(ctx, key, name, try)
+	k, handoff, err := l.take(ctx, key, keyfmt.Portable(key), try)
 	l.stats.waiting.Add(-1)
 	wait := time.Since(start)
 	l.stats.waitNanos.Add(int64(wait))
 	if err != nil {
+		if errors.As(err, new(errCancelledWait)) {
+			l.stats.cancelledWaits.Add(1)
+		}
 		l.stats.notAcquired.Add(1)
 		l.observe(Event{Key: key, Outcome: NotAcquired, Wait: wait, Err: err})
 		return nil, err
@@ -133,6 +140,127 @@ func (l *Locker) acquire(ctx context.Context, key string, try bool) (*Lock, erro
 	}
 	l.observe(Event{Key: key, Outcome: Acquired, Wait: wait, Handoff: handoff})
 	return k, nil
+}
+
+// take returns a held lock, and whether it came by handoff, or an error.
+func (l *Locker) take(ctx context.Context, key, name string, try bool) (*Lock, bool, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, false, notAcquired(ctx, key, nil)
+	}
+	l.mu.Lock()
+	if l.closed {
+		l.mu.Unlock()
+		return nil, false, ErrClosed
+	}
+	q := l.queues[name]
+	if q == nil {
+		q = &queue{name: name}
+		l.queues[name] = q
+		l.mu.Unlock()
+		k, err := l.takeAtServer(ctx, q, key, try)
+		return k, false, err
+	}
+	if q.linger != nil && q.mayHandOff(&l.cfg, l.closed) {
+		k := l.newLock(q, q.sess, key)
+		q.takeLinger(k)
+		l.mu.Unlock()
+		return k, true, nil
+	}
+	if try {
+		l.mu.Unlock()
+		return nil, false, notAcquired(ctx, key, nil)
+	}
+	w := q.push(key)
+	l.mu.Unlock()
+
+	select {
+	case g := <-w.ch:
+		switch {
+		case g.err != nil:
+			return nil, false, g.err
+		case g.lock != nil:
+			return g.lock, true, nil
+		}
+		k, err := l.takeAtServer(ctx, q, key, false)
+		return k, false, err
+	case <-ctx.Done():
+	}
+	l.mu.Lock()
+	if q.remove(w) {
+		l.mu.Unlock()
+		return nil, false, notAcquired(ctx, key, nil)
+	}
+	l.mu.Unlock()
+	// Popped concurrently: the grant is in the channel. Give it back.
+	g := <-w.ch
+	switch {
+	case g.lock != nil:
+		l.stats.held.Add(1) // release counts it down again
+		_ = g.lock.releaseWithin(l.cfg.releaseTimeout, false)
+	case g.promoted:
+		l.mu.Lock()
+		l.advanceLocked(q)
+		l.mu.Unlock()
+	}
+	return nil, false, notAcquired(ctx, key, nil)
+}
+
+// takeAtServer is run by the head of q: it takes the server lock on a
+// pinned connection, then installs itself as q's holder.
+func (l *Locker) takeAtServer(ctx context.Context, q *queue, key string, try bool) (*Lock, error) {
+	// Close ends a wait at the server (or for a pool connection) at once.
+	// A ctx that can never end needs no merging: l.closing alone will do,
+	// without a context and a registration with l.closing per acquisition.
+	sctx, cancel := l.closing, context.CancelCauseFunc(func(error) {})
+	stop := func() bool { return true }
+	if ctx.Done() != nil {
+		sctx, cancel = context.WithCancelCause(ctx)
+		stop = context.AfterFunc(l.closing, func() { cancel(ErrClosed) })
+	}
+	ln, err := l.srv.take(ctx, sctx, key, q.name, try)
+	stop()
+	cancel(nil)
+	var s *session
+	if err == nil {
+		s = newSession(q.name, ln)
+	}
+	l.mu.Lock()
+	if err != nil && l.closed && ctx.Err() == nil {
+		err = ErrClosed
+	}
+	if err == nil && l.closed {
+		l.mu.Unlock()
+		_ = s.release(context.Background(), l.cfg.releaseTimeout)
+		l.mu.Lock()
+		err = ErrClosed
+	}
+	if err != nil {
+		l.advanceLocked(q)
+		l.mu.Unlock()
+		return nil, err
+	}
+	now := time.Now()
+	s.acquiredAt = now
+	s.nextCheck = now.Add(l.cfg.keepAlive)
+	k := l.newLock(q, s, key)
+	q.hold(k, s)
+	l.startKeepAliveLocked()
+	l.mu.Unlock()
+	return k, nil
+}
+
+// newLock returns a held Lock on s for key.
+func (l *Locker) newLock(q *queue, s *session, key string) *Lock {
+	return &Lock{l: l, q: q, sess: s, key: key, acquired: time.Now()}
+}
+
+// advanceLocked is called when q's busy party is done without passing a
+// held lock on: the first waiter gets the turn to acquire at the server, or
+// q is removed. l.mu held.
+func (l *Locker) advanceLocked(q *queue) {
+	if !q.advance(l.closed) && l.queues[q.name] == q {
+		delete(l.queues, q.name)
+	}
 }
 
 func (l *Locker) observe(e Event) {
@@ -154,29 +282,21 @@ func (l *Locker) Close() error {
 	}
 	l.closed = true
 	var sessions []*session
-	for _, q := range l.keys {
-		for _, w := range q.waiters {
-			w.ch <- grant{err: ErrClosed}
-		}
-		l.stats.queued.Add(-int64(len(q.waiters)))
-		q.waiters = nil
+	for name, q := range l.queues {
+		q.fail(ErrClosed)
 		if h := q.holder; h != nil {
 			h.endLocked(stateClosed, ErrClosed)
 			h.freed = true
 			l.stats.held.Add(-1)
-			q.holder = nil
 		}
-		q.linger = nil
-		if q.sess != nil {
-			q.sess.holder = nil
-			sessions = append(sessions, q.sess)
-			q.sess = nil
-			delete(l.keys, q.name)
+		if s := q.sess; s != nil {
+			sessions = append(sessions, s)
+			q.detach()
+			delete(l.queues, name)
 		}
 		// A queue whose head is still at the server stays: the head sees
 		// closed, gives back what it got and removes the queue.
 	}
-	close(l.stop)
 	l.mu.Unlock()
 	l.closeIt(ErrClosed) // callers waiting at the server give up
 
@@ -190,6 +310,6 @@ func (l *Locker) Close() error {
 	wg.Wait()
 	l.bgStop()
 	l.wg.Wait()
-	l.killer.close()
+	l.srv.close()
 	return errors.Join(errs...)
 }

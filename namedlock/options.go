@@ -3,8 +3,6 @@ package namedlock
 import (
 	"fmt"
 	"time"
-
-	"github.com/namedlock/mysql/pool"
 )
 
 // Defaults of a [Locker]; each has an option to change it.
@@ -15,9 +13,6 @@ const (
 	// DefaultCheckTimeout bounds one ownership check ([WithCheckTimeout]). A
 	// check that has not answered by then counts as a loss.
 	DefaultCheckTimeout = 3 * time.Second
-	// DefaultLease is the session wait_timeout of lock connections
-	// ([WithLease]); it equals [pool.DefaultLease].
-	DefaultLease = pool.DefaultLease
 	// DefaultMaxHandoffs is how many times in a row a held server lock may be
 	// handed to a local waiter before it goes back to the server
 	// ([WithHandoff]). Measured (BenchmarkHotKey, BenchmarkTwoInstances; 16
@@ -40,7 +35,6 @@ type Option func(*config)
 type config struct {
 	keepAlive      time.Duration
 	checkTimeout   time.Duration
-	lease          time.Duration
 	maxHandoffs    int
 	maxHandoffTime time.Duration
 	releaseTimeout time.Duration
@@ -52,7 +46,6 @@ func defaultConfig() config {
 	return config{
 		keepAlive:      DefaultKeepAlive,
 		checkTimeout:   DefaultCheckTimeout,
-		lease:          DefaultLease,
 		maxHandoffs:    DefaultMaxHandoffs,
 		maxHandoffTime: DefaultMaxHandoffTime,
 		releaseTimeout: DefaultReleaseTimeout,
@@ -63,24 +56,30 @@ func (c *config) invalid(format string, args ...any) {
 	c.errs = append(c.errs, fmt.Errorf("%w: "+format, append([]any{ErrInvalidOption}, args...)...))
 }
 
-// validate checks the combination: the keep-alive must detect a dead session
-// before the server's lease can hand the lock to someone else.
-func (c *config) validate() error {
+// newConfig applies opts to the defaults and validates the result against
+// the lock pool's lease: the keep-alive must detect a dead session before
+// the server's lease can hand the lock to someone else.
+func newConfig(opts []Option, lease time.Duration) (config, error) {
+	c := defaultConfig()
+	for _, opt := range opts {
+		opt(&c)
+	}
 	if len(c.errs) > 0 {
-		return c.errs[0]
+		return c, c.errs[0]
 	}
-	if c.keepAlive+c.checkTimeout >= c.lease {
-		return fmt.Errorf("%w: keep-alive %v + check timeout %v must be shorter than the lease %v, or a vanished holder's lock could be granted elsewhere before the holder is told",
-			ErrInvalidOption, c.keepAlive, c.checkTimeout, c.lease)
+	if c.keepAlive+c.checkTimeout >= lease {
+		return c, fmt.Errorf("%w: keep-alive %v + check timeout %v must be shorter than the lock pool's lease %v (pool.WithLease), or a vanished holder's lock could be granted elsewhere before the holder is told",
+			ErrInvalidOption, c.keepAlive, c.checkTimeout, lease)
 	}
-	return nil
+	return c, nil
 }
 
 // WithKeepAlive sets how often a held lock's pinned connection runs its
 // ownership check (IS_USED_LOCK(name) = CONNECTION_ID()). A loss is detected
 // within about d plus the round trip (an operator's KILL, a restart), or d
 // plus the check timeout (a network that stops answering). d must be
-// positive, and d + check timeout shorter than the lease.
+// positive, and d + check timeout shorter than the lock pool's lease
+// ([pool.WithLease]).
 func WithKeepAlive(d time.Duration) Option {
 	return positive("WithKeepAlive", d, func(c *config) { c.keepAlive = d })
 }
@@ -89,21 +88,6 @@ func WithKeepAlive(d time.Duration) Option {
 // loss; a slow answer within d is not. d must be positive.
 func WithCheckTimeout(d time.Duration) Option {
 	return positive("WithCheckTimeout", d, func(c *config) { c.checkTimeout = d })
-}
-
-// WithLease sets the session wait_timeout (whole seconds, rounded up) that
-// lock connections must have: a holder whose host vanished loses its locks
-// this long after its last statement. Connections from [pool.Open] with the
-// same lease need nothing; any other connection gets a SET SESSION
-// wait_timeout once, when it first acquires a lock. d must be at least 2 s.
-func WithLease(d time.Duration) Option {
-	return func(c *config) {
-		if d < 2*time.Second {
-			c.invalid("WithLease(%v): must be at least 2s", d)
-			return
-		}
-		c.lease = d
-	}
 }
 
 // WithHandoff bounds handoffs: when a holder releases while goroutines of

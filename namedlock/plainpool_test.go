@@ -9,6 +9,7 @@ import (
 
 	"github.com/namedlock/mysql/internal/testdb"
 	"github.com/namedlock/mysql/namedlock"
+	"github.com/namedlock/mysql/pool"
 )
 
 // TestPlainPool: a Locker also works on a *sql.DB that did not come from
@@ -23,7 +24,7 @@ func TestPlainPool(t *testing.T) {
 	}
 	t.Cleanup(func() { _ = db.Close() })
 	db.SetMaxOpenConns(4)
-	l, err := namedlock.NewLocker(db, namedlock.WithLease(9*time.Second))
+	l, err := namedlock.NewLocker(db)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -45,8 +46,8 @@ func TestPlainPool(t *testing.T) {
 		t.Fatal(err)
 	}
 	_ = c.Close()
-	if lease != 9 {
-		t.Errorf("lock connection wait_timeout = %d, want 9", lease)
+	if want := int(pool.DefaultLease / time.Second); lease != want {
+		t.Errorf("lock connection wait_timeout = %d, want pool.DefaultLease, %d", lease, want)
 	}
 
 	held := mustAcquire(t, other.locker, key)

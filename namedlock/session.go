@@ -2,339 +2,179 @@ package namedlock
 
 import (
 	"context"
-	"database/sql"
-	"database/sql/driver"
 	"errors"
-	"fmt"
-	"math"
-	"net"
-	"strconv"
-	"strings"
 	"sync"
 	"time"
-
-	"github.com/namedlock/mysql/pool"
 )
 
-// Statements run on a pinned lock connection. Parameters are interpolated
-// by the driver (pool.Open sets interpolateParams=true): one round trip each.
-const (
-	// sqlTryLock takes the lock without waiting and, in the same round trip,
-	// learns the session's id (needed to end a cancelled wait) and its
-	// wait_timeout (the lease): on the first use of a connection only, then
-	// sqlTryLockKnown (see knownConns).
-	sqlTryLock      = "SELECT GET_LOCK(?, 0), CONNECTION_ID(), @@session.wait_timeout"
-	sqlTryLockKnown = "SELECT GET_LOCK(?, 0)"
-	sqlWaitLock     = "SELECT GET_LOCK(?, ?)"
-	sqlRelease      = "SELECT RELEASE_LOCK(?)"
-	sqlOwnership    = "SELECT IS_USED_LOCK(?) = CONNECTION_ID()"
-	sqlVersion      = "SELECT VERSION(), @@version_comment"
-)
-
-// longestWait is the timeout sent to GET_LOCK when ctx has no deadline: one
-// year, the largest MySQL accepts. The server answers 0 after that and the
-// wait is simply renewed.
-const longestWait = 365 * 24 * 3600
-
-// waitGrace is how long past ctx's deadline the driver keeps waiting for the
-// server's own timeout answer, so a wait that times out normally keeps its
-// connection.
-const waitGrace = 500 * time.Millisecond
-
-// server flavors, detected once per Locker.
-const (
-	flavorUnknown  int32 = iota
-	flavorMariaDB        // fractional GET_LOCK timeouts
-	flavorWhole          // MySQL and others: whole seconds
-	flavorEmbedded       // go-mysql-server: whole seconds, waits deaf to cancellation and KILL
-)
-
-// session is a server-side lock held on a pinned connection. Its statements
-// run one at a time under mu; the other fields are guarded by Locker.mu.
+// session is one named lock held at the server on one pinned connection
+// (its link), handed from local holder to local holder until it goes back
+// to the server. Every statement on the link goes through a session method:
+// the ownership check ([session.check], used by the keep-alive and by the
+// proof after a handoff) and the release.
 type session struct {
 	name string
-	arg  any // name as a statement argument, converted once
-	conn *sql.Conn
-	nc   net.Conn // conn's socket (pool.NetConn), nil if unknown: see queryIntsUntil
-	id   int64    // CONNECTION_ID() of conn
+	link link
 
-	mu      sync.Mutex
-	gone    bool  // conn released or discarded (under mu)
-	lostErr error // why a check or release discarded conn (under mu)
+	// turn serializes the statements on link: a statement runs while its
+	// caller holds the turn (a token in the buffered channel), which guards
+	// gone and lostErr. Lock order: turn before pmu. Locker.mu is never held
+	// together with either: no statement runs under Locker.mu. (A channel
+	// rather than a sync.Mutex, because it is held across a round trip: a
+	// goroutine waiting for it is then durably blocked for testing/synctest.)
+	turn    chan struct{}
+	gone    bool  // link released or discarded
+	lostErr error // why link was discarded after a failed check or release
 
-	pmu       sync.Mutex    // never held across a statement
-	provedAt  time.Time     // when the last statement that showed ownership was sent (under pmu)
-	proofDone chan struct{} // closed when prove's check in flight ends (under pmu)
+	// pmu guards the proof; it is never held across a statement.
+	pmu       sync.Mutex
+	provedAt  time.Time     // when the last statement that showed ownership was sent
+	proofDone chan struct{} // closed when the proof check in flight ends
 
-	holder     *Lock
-	acquiredAt time.Time
-	handoffs   int
-	proving    int // holders that let go of it and wait in prove
-	nextCheck  time.Time
-	checking   bool
-	lost       bool
+	// Guarded by Locker.mu.
+	holder     *Lock     // the local holder; nil between holders
+	acquiredAt time.Time // when the server granted it
+	handoffs   int       // local handoffs since then
+	proving    int       // holders that let go of it and wait in prove
+	nextCheck  time.Time // when the keep-alive checks it next
+	checking   bool      // a keep-alive check is in flight
+	lost       bool      // found lost: never handed on again
 }
 
-// discard closes conn so that database/sql never reuses it: the driver is
-// told the connection is bad. The server ends the session, and with it every
-// lock it holds, when it sees the socket close.
-func discard(conn *sql.Conn) {
-	_ = conn.Raw(func(any) error { return driver.ErrBadConn })
-	_ = conn.Close()
+// newSession returns the session of name held on link.
+func newSession(name string, ln link) *session {
+	return &session{name: name, link: ln, turn: make(chan struct{}, 1)}
 }
 
-// serverAcquire takes the named lock on a connection of its own. ctx is the
-// caller's ctx, also ended by Close, for everything that may wait (for a pool
-// connection, in GET_LOCK with a timeout). The first GET_LOCK never waits at
-// the server and runs on callerCtx, the caller's own: the driver watches a
-// cancellable ctx with a goroutine handshake per statement, which an
-// uncontended acquisition with a ctx that cannot be cancelled need not pay.
-func (l *Locker) serverAcquire(callerCtx, ctx context.Context, key, name string, try bool) (*session, error) {
-	conn, err := l.db.Conn(ctx)
-	if err != nil {
-		if ended(ctx) {
-			return nil, notAcquired(ctx, key, nil)
-		}
-		return nil, fmt.Errorf("namedlock: lock connection for %q: %w", key, err)
+// lock takes the statement turn; unlock gives it back.
+func (s *session) lock()   { s.turn <- struct{}{} }
+func (s *session) unlock() { <-s.turn }
+
+// errReleased: the session was released before a check could run.
+var errReleased = errors.New("namedlock: session already released")
+
+// check proves on the link that the session still holds its lock at some
+// moment after since; a statement sent after since that already showed it
+// (another check, a confirmed release) is enough. It returns nil when
+// proven; an error matching [ErrLockLost] when the lock is not held or the
+// check failed or did not answer within timeout (the link is then
+// discarded); an error matching [ErrClosed] when bg ended (the Locker is
+// closing: nothing is known); errReleased when the link was released
+// without a loss. The check is ended by bg.
+func (s *session) check(bg context.Context, timeout time.Duration, since time.Time) error {
+	deadline := time.Now().Add(timeout) // counting any wait for the turn
+	s.lock()
+	defer s.unlock()
+	if s.provenSince(since) {
+		return nil
 	}
-	dc := connIdentity(conn)
-	kc, known := l.conns.lookup(dc)
-	var row [3]sql.NullInt64
-	arg := any(name)
-	if known {
-		err = queryInts(callerCtx, conn, row[:1], sqlTryLockKnown, arg)
+	if s.gone {
+		if s.lostErr != nil {
+			return s.lostErr
+		}
+		return errReleased
+	}
+	sent := time.Now()
+	held, err := s.link.owns(bg, deadline)
+	if err == nil && held {
+		s.proved(sent)
+		return nil
+	}
+	if err != nil && bg.Err() != nil {
+		return errors.Join(ErrClosed, err)
+	}
+	var lost error
+	if err != nil {
+		lost = lostError(s.name, "the ownership check failed", err)
 	} else {
-		err = queryInts(callerCtx, conn, row[:], sqlTryLock, arg)
-		kc = knownConn{id: row[1].Int64, nc: pool.NetConn(dc)}
+		lost = lostError(s.name, "the ownership check found another session (or none) holding it", nil)
 	}
-	id := kc.id
-	if err != nil {
-		discard(conn)
-		return nil, l.getLockError(ctx, key, err)
-	}
-	got, waitTimeout := row[0], row[2].Int64
-	if !got.Valid {
-		_ = conn.Close()
-		return nil, fmt.Errorf("namedlock: GET_LOCK(%q) answered NULL", name)
-	}
-	if got.Int64 != 1 {
-		if try {
-			_ = conn.Close()
-			return nil, notAcquired(ctx, key, nil)
-		}
-		if err := l.wait(ctx, conn, key, name, id); err != nil {
-			return nil, err
-		}
-	}
-	s := &session{name: name, arg: arg, conn: conn, nc: kc.nc, id: id}
-	if !known {
-		// Once per connection: later acquisitions on it skip this.
-		if waitTimeout != l.lease {
-			if _, err := conn.ExecContext(ctx, "SET SESSION wait_timeout = "+strconv.FormatInt(l.lease, 10)); err != nil {
-				discard(conn)
-				return nil, fmt.Errorf("namedlock: set the lease on the lock connection for %q: %w", key, err)
-			}
-		}
-		l.conns.remember(dc, kc, l.db)
-	}
-	return s, nil
+	s.gone, s.lostErr = true, lost
+	s.link.discard()
+	return lost
 }
 
-// wait blocks in GET_LOCK on conn until the lock is granted (nil), the
-// server's timeout for ctx's deadline passes, or ctx ends. On failure conn
-// is closed; when ctx ended mid-wait, the session is killed as well.
-func (l *Locker) wait(ctx context.Context, conn *sql.Conn, key, name string, id int64) error {
-	flavor, err := l.detectFlavor(ctx, conn)
-	if err != nil {
-		discard(conn)
-		return l.getLockError(ctx, key, err)
-	}
+// prove makes sure that the session held its lock at some moment after
+// since, so that a holder who let go of it at since (by a handoff, which
+// makes no round trip) ran its whole critical section under the lock: a
+// session never gets a lost lock back. Callers that let go at about the
+// same time share one check: a caller already proven returns at once, even
+// while a check for later callers is in flight; one that the check in
+// flight may prove waits for it; one check runs at a time. The check is
+// bounded by timeout, like a keep-alive check (never by the releasing
+// caller's ctx: a check cut short would break the next holder's lock).
+func (s *session) prove(bg context.Context, timeout time.Duration, since time.Time) error {
 	for {
-		timeout, hard, expired := waitTimeout(ctx, flavor)
-		if expired {
-			_ = conn.Close()
-			// The clock is past the deadline, but ctx's timer may not have
-			// fired yet; wait for it (it is due) so that the error matches
-			// ctx.Err() (context.DeadlineExceeded), as documented.
-			<-ctx.Done()
-			return notAcquired(ctx, key, nil)
-		}
-		wctx, cancel := ctx, context.CancelFunc(func() {})
-		if !hard {
-			wctx, cancel = graceContext(ctx)
-		}
-		var answer [1]sql.NullInt64
-		err := queryInts(wctx, conn, answer[:], sqlWaitLock, name, timeout)
-		cancel()
-		got := answer[0]
-		switch {
-		case err != nil && (ctx.Err() != nil || wctx.Err() != nil):
-			// The driver closed the socket; the server session may still
-			// be waiting, or may just have been granted the lock. End it.
-			l.stats.cancelledWaits.Add(1)
-			l.killer.kill(id)
-			discard(conn)
-			return notAcquired(ctx, key, nil)
-		case err != nil:
-			discard(conn)
-			return l.getLockError(ctx, key, err)
-		case !got.Valid:
-			// MariaDB answers NULL to a wait ended by KILL QUERY.
-			discard(conn)
-			return fmt.Errorf("%w: %q: GET_LOCK answered NULL (wait killed?)", ErrNotAcquired, key)
-		case got.Int64 == 1:
+		s.pmu.Lock()
+		if s.provedAt.After(since) {
+			s.pmu.Unlock()
 			return nil
 		}
-		// 0: the server's timeout passed; loop to renew or to report it.
-	}
-}
-
-// ended reports whether ctx has ended, counting a deadline that the clock
-// has passed before ctx's timer fired: a dial fails with "i/o timeout" at
-// the deadline itself, while ctx.Err() may still be nil for a moment. It
-// then waits for the (due) ctx.Done, so that ctx.Err() is set.
-func ended(ctx context.Context) bool {
-	if ctx.Err() != nil {
-		return true
-	}
-	if d, ok := ctx.Deadline(); ok && !time.Now().Before(d) {
-		<-ctx.Done()
-		return true
-	}
-	return false
-}
-
-// getLockError classifies a failed GET_LOCK.
-func (l *Locker) getLockError(ctx context.Context, key string, err error) error {
-	if ended(ctx) {
-		return notAcquired(ctx, key, err)
-	}
-	if isDeadlock(err) {
-		return errors.Join(fmt.Errorf("%w: %w: %q", ErrNotAcquired, ErrDeadlock, key), err)
-	}
-	return fmt.Errorf("namedlock: GET_LOCK for %q: %w", key, err)
-}
-
-// detectFlavor learns, once per Locker, whether the server takes fractional
-// GET_LOCK timeouts (MariaDB) or whole seconds (MySQL, the embedded server).
-func (l *Locker) detectFlavor(ctx context.Context, conn *sql.Conn) (int32, error) {
-	if f := l.flavor.Load(); f != flavorUnknown {
-		return f, nil
-	}
-	var version, comment string
-	if err := conn.QueryRowContext(ctx, sqlVersion).Scan(&version, &comment); err != nil {
-		return flavorUnknown, err
-	}
-	f := flavorWhole
-	switch {
-	case strings.Contains(strings.ToLower(version), "mariadb"):
-		f = flavorMariaDB
-	case comment == "Dolt":
-		f = flavorEmbedded
-	}
-	l.flavor.Store(f)
-	return f, nil
-}
-
-// waitTimeout computes the GET_LOCK timeout for ctx: the time left, as the
-// server can express it. hard means the server's timeout would pass after
-// ctx's deadline, so ctx itself must cut the wait (and the session be
-// killed); expired means the deadline has passed.
-func waitTimeout(ctx context.Context, flavor int32) (timeout any, hard, expired bool) {
-	// The embedded server's waits ignore cancellation and KILL, so a
-	// cancelled wait lingers until its own timeout: keep that at 1 s there.
-	longest := int64(longestWait)
-	if flavor == flavorEmbedded {
-		longest = 1
-	}
-	deadline, ok := ctx.Deadline()
-	if !ok {
-		return longest, false, false
-	}
-	left := time.Until(deadline)
-	if left <= 0 {
-		return nil, false, true
-	}
-	if flavor == flavorMariaDB {
-		secs := math.Ceil(left.Seconds()*1000) / 1000
-		return secs, false, false
-	}
-	if left >= time.Second {
-		return min(int64(left/time.Second), longest), false, false
-	}
-	return int64(1), true, false
-}
-
-// graceContext returns a context that ends when parent is cancelled, but
-// only waitGrace after parent's deadline passes, so the server's own timeout
-// answer can arrive first.
-func graceContext(parent context.Context) (context.Context, context.CancelFunc) {
-	deadline, ok := parent.Deadline()
-	if !ok {
-		return parent, func() {}
-	}
-	ctx, cancel := context.WithDeadline(context.WithoutCancel(parent), deadline.Add(waitGrace))
-	stop := context.AfterFunc(parent, func() {
-		if !errors.Is(parent.Err(), context.DeadlineExceeded) {
-			cancel()
+		if ch := s.proofDone; ch != nil {
+			s.pmu.Unlock()
+			<-ch
+			continue
 		}
-	})
-	return ctx, func() { stop(); cancel() }
+		ch := make(chan struct{})
+		s.proofDone = ch
+		s.pmu.Unlock()
+		err := s.check(bg, timeout, since)
+		if errors.Is(err, errReleased) {
+			err = lostError(s.name, "its session ended before its ownership was proven", nil)
+		}
+		s.pmu.Lock()
+		s.proofDone = nil
+		s.pmu.Unlock()
+		close(ch)
+		return err
+	}
 }
 
-// release runs RELEASE_LOCK on the pinned connection. Only an answer of 1
-// returns the connection to the pool; anything else discards it, so a
-// connection is never pooled while it may still hold the lock.
-//
-// A timeout of 0 runs it within ctx alone (Lock.Release's own ctx, as the
-// caller gave it). Otherwise it is bounded by timeout from now, and ctx
-// should be one that cannot end (context.Background()): the statement is
-// then bounded by a deadline on the socket when it is known (see
-// queryIntsUntil), which spares the driver's per-statement goroutine
-// handshake on every Do.
+// release runs RELEASE_LOCK on the link, bounded by timeout from now, or by
+// ctx alone when timeout is 0. Only a confirmed release returns the
+// connection to the pool (and proves that the lock was held until then);
+// otherwise the link discards it, so a connection is never pooled while it
+// may still hold the lock. A second release returns the first one's loss,
+// or nil.
 func (s *session) release(ctx context.Context, timeout time.Duration) error {
 	var deadline time.Time
 	if timeout > 0 {
-		deadline = time.Now().Add(timeout) // counting any wait for s.mu
+		deadline = time.Now().Add(timeout) // counting any wait for the turn
 	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
+	s.lock()
+	defer s.unlock()
 	if s.gone {
-		// Only a failed ownership check discards conn before its release.
-		return s.lostErr
+		return s.lostErr // a failed check discarded the link first
 	}
 	s.gone = true
 	sent := time.Now()
-	var row [1]sql.NullInt64
-	var err error
-	var ended bool // the statement failed because its bound passed or ctx ended
-	if timeout > 0 {
-		ended, err = queryIntsUntil(ctx, deadline, s.nc, s.conn, row[:], sqlRelease, s.arg)
-	} else {
-		err = queryInts(ctx, s.conn, row[:], sqlRelease, s.arg)
-		ended = err != nil && ctx.Err() != nil
-	}
-	got := row[0]
-	if err == nil && got.Valid && got.Int64 == 1 {
-		s.proved(sent) // held until now: earlier holders (handoffs) are covered
-		_ = s.conn.Close()
-		return nil
-	}
-	discard(s.conn)
+	err := s.link.release(ctx, deadline)
 	switch {
-	case err != nil && !ended:
-		// The session that held the lock is gone (KILL, restart, network):
-		// the lock went with it, possibly while it was still being used.
-		s.lostErr = fmt.Errorf("%w: %q: RELEASE_LOCK failed, the session that held it is gone: %w", ErrLockLost, s.name, err)
-		return s.lostErr
-	case err != nil:
-		s.lostErr = lostError(s.name, "RELEASE_LOCK not confirmed: "+err.Error())
-		return fmt.Errorf("namedlock: RELEASE_LOCK(%q) not confirmed, its connection was discarded so the server frees the lock when the session ends: %w", s.name, err)
+	case err == nil:
+		s.proved(sent) // held until now: earlier holders (handoffs) are covered
+	case errors.Is(err, ErrLockLost):
+		s.lostErr = err
+	default:
+		// Not confirmed: whether it was held until now is not known.
+		s.lostErr = lostError(s.name, "its release was not confirmed", err)
 	}
-	answer := "NULL"
-	if got.Valid {
-		answer = strconv.FormatInt(got.Int64, 10)
+	return err
+}
+
+// proved records that the session held its lock when a statement sent at t
+// answered.
+func (s *session) proved(t time.Time) {
+	s.pmu.Lock()
+	if t.After(s.provedAt) {
+		s.provedAt = t
 	}
-	s.lostErr = lostError(s.name, "RELEASE_LOCK answered "+answer+": the session no longer held it")
-	return s.lostErr
+	s.pmu.Unlock()
+}
+
+// provenSince reports whether the session was proven to hold its lock after
+// since.
+func (s *session) provenSince(since time.Time) bool {
+	s.pmu.Lock()
+	defer s.pmu.Unlock()
+	return s.provedAt.After(since)
 }

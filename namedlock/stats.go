@@ -23,7 +23,7 @@ type Stats struct {
 }
 
 type counters struct {
-	held, waiting, queued                    atomic.Int64
+	held, waiting                            atomic.Int64
 	acquired, notAcquired, lost              atomic.Int64
 	handoffs, serverAcquired, cancelledWaits atomic.Int64
 	waitNanos                                atomic.Int64
@@ -35,7 +35,7 @@ func (l *Locker) Stats() Stats {
 	return Stats{
 		Held:               int(c.held.Load()),
 		Waiting:            int(c.waiting.Load()),
-		Queued:             int(c.queued.Load()),
+		Queued:             l.queued(),
 		Acquired:           c.acquired.Load(),
 		NotAcquired:        c.notAcquired.Load(),
 		Lost:               c.lost.Load(),
@@ -44,4 +44,15 @@ func (l *Locker) Stats() Stats {
 		CancelledWaits:     c.cancelledWaits.Load(),
 		WaitDuration:       time.Duration(c.waitNanos.Load()),
 	}
+}
+
+// queued counts the callers queued locally behind another caller.
+func (l *Locker) queued() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	n := 0
+	for _, q := range l.queues {
+		n += len(q.waiters)
+	}
+	return n
 }

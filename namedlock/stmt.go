@@ -10,17 +10,29 @@ import (
 	"net"
 	"sync"
 	"time"
+
+	"github.com/namedlock/mysql/internal/lockconn"
 )
 
 // The statements of every acquisition and release (GET_LOCK, RELEASE_LOCK,
 // the ownership check) answer one row of integers. They run directly on the
-// driver's connection ([sql.Conn.Raw]) when the driver allows it —
+// driver's connection, inside [sql.Conn.Raw], when the driver allows it —
 // go-sql-driver/mysql with interpolateParams=true, as pool.Open sets: one
 // round trip, no server-side prepare — and through database/sql otherwise.
 // The direct path skips what database/sql adds to each query: a Rows, the
-// argument conversions, and, when ctx can be cancelled (the bounded
-// RELEASE_LOCK), a goroutine per query. Measured here, that goroutine alone
-// cost about 10 % of an uncontended Do.
+// argument conversions, and, when ctx can be cancelled, a goroutine per
+// query.
+//
+// A statement bounded by a deadline of the library's own (RELEASE_LOCK in
+// Do, the ownership checks) is bounded, on a connection of pool.Open whose
+// socket is known ([lockconn.Conn.Socket]), by a deadline on that socket,
+// and the driver runs it on a ctx that cannot be cancelled: go-sql-driver
+// hands every statement whose ctx can be cancelled to the connection's
+// watcher goroutine, two goroutine wake-ups per statement, about a fifth of
+// an uncontended Do on a small machine. A deadline that passes makes the
+// driver's read (or write) fail; the driver then marks the connection bad
+// and the statement returns an error, as when a watched ctx ends. The
+// deadline is set and cleared inside Raw, while the connection is ours.
 
 // stmtBuf is the scratch space of one direct statement, pooled: the driver
 // keeps neither its arguments nor the row's values after the statement.
@@ -32,40 +44,111 @@ type stmtBuf struct {
 var stmtBufs = sync.Pool{New: func() any { return new(stmtBuf) }}
 
 // queryInts runs query with args on the pinned connection conn and stores
-// its one row in dest, one element per column. Errors are the driver's, as
-// database/sql returns them (sql.ErrNoRows when there is no row); a
-// driver.ErrBadConn also makes database/sql discard the connection.
-func queryInts(ctx context.Context, conn *sql.Conn, dest []sql.NullInt64, query string, args ...any) error {
-	direct := false
-	err := conn.Raw(func(dc any) error {
+// its one row in dest, one element per column. A zero deadline leaves the
+// statement bounded by ctx alone; otherwise it is bounded by deadline too,
+// and ctx (if it can end) ends it early. ended reports that the statement
+// failed because the deadline passed or ctx ended. Errors are the driver's,
+// as database/sql returns them (sql.ErrNoRows when there is no row); a
+// failed statement makes database/sql discard the connection when the
+// driver says it is bad.
+func queryInts(ctx context.Context, conn *sql.Conn, deadline time.Time, dest []sql.NullInt64, query string, args ...any) (ended bool, err error) {
+	if !deadline.IsZero() {
+		// As the driver does for a ctx that has ended: nothing is sent.
+		if err := ctx.Err(); err != nil {
+			return true, err
+		}
+		if !time.Now().Before(deadline) {
+			return true, context.DeadlineExceeded
+		}
+	}
+	direct, bySocket := false, false
+	err = conn.Raw(func(dc any) error {
 		q, ok := dc.(driver.QueryerContext)
 		if !ok || len(args) > len(stmtBuf{}.args) || len(dest) > len(stmtBuf{}.vals) {
 			return nil
 		}
-		b := stmtBufs.Get().(*stmtBuf)
-		defer func() {
-			*b = stmtBuf{}
-			stmtBufs.Put(b)
-		}()
-		for i, a := range args {
-			b.args[i] = driver.NamedValue{Ordinal: i + 1, Value: a}
+		qctx := ctx
+		if !deadline.IsZero() {
+			var nc net.Conn
+			if lc, ok := dc.(*lockconn.Conn); ok {
+				nc = lc.Socket()
+			}
+			if nc != nil && nc.SetDeadline(deadline) == nil {
+				bySocket = true
+				defer nc.SetDeadline(time.Time{})
+				if ctx.Done() != nil {
+					it := &interrupter{nc: nc}
+					it.stop = context.AfterFunc(ctx, it.fire)
+					defer it.disarm()
+				}
+				qctx = context.Background()
+			} else {
+				var cancel context.CancelFunc
+				qctx, cancel = context.WithDeadline(ctx, deadline)
+				defer cancel()
+			}
 		}
-		rows, err := q.QueryContext(ctx, query, b.args[:len(args)])
-		if errors.Is(err, driver.ErrSkip) {
-			return nil // the driver would prepare it: let database/sql do that
-		}
-		direct = true
-		if err != nil {
-			return err
-		}
-		err = scanInts(rows, b.vals[:len(dest)], dest)
-		if cerr := rows.Close(); err == nil {
-			err = cerr
-		}
+		var ran bool
+		ran, err = queryDirect(qctx, q, dest, query, args)
+		direct = ran
 		return err
 	})
-	if direct || err != nil {
-		return err
+	if !direct && err == nil {
+		err = queryViaSQL(ctx, conn, deadline, dest, query, args)
+	}
+	if err == nil {
+		return false, nil
+	}
+	// A deadline on the socket is reported by the driver as a broken
+	// connection (mysql.ErrInvalidConn); say why, as the driver does for a
+	// ctx.
+	if cerr := ctx.Err(); cerr != nil {
+		if bySocket {
+			err = fmt.Errorf("%w: %w", cerr, err)
+		}
+		return true, err
+	}
+	if !deadline.IsZero() && !time.Now().Before(deadline) {
+		if bySocket {
+			err = fmt.Errorf("%w: %w", context.DeadlineExceeded, err)
+		}
+		return true, err
+	}
+	return false, err
+}
+
+// queryDirect runs query on the driver connection q. ran is false when the
+// driver would prepare it (driver.ErrSkip): database/sql must do that.
+func queryDirect(ctx context.Context, q driver.QueryerContext, dest []sql.NullInt64, query string, args []any) (ran bool, err error) {
+	b := stmtBufs.Get().(*stmtBuf)
+	defer func() {
+		*b = stmtBuf{}
+		stmtBufs.Put(b)
+	}()
+	for i, a := range args {
+		b.args[i] = driver.NamedValue{Ordinal: i + 1, Value: a}
+	}
+	rows, err := q.QueryContext(ctx, query, b.args[:len(args)])
+	if errors.Is(err, driver.ErrSkip) {
+		return false, nil
+	}
+	if err != nil {
+		return true, err
+	}
+	err = scanInts(rows, b.vals[:len(dest)], dest)
+	if cerr := rows.Close(); err == nil {
+		err = cerr
+	}
+	return true, err
+}
+
+// queryViaSQL is queryInts through database/sql, for drivers that cannot
+// run the statement directly.
+func queryViaSQL(ctx context.Context, conn *sql.Conn, deadline time.Time, dest []sql.NullInt64, query string, args []any) error {
+	if !deadline.IsZero() {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithDeadline(ctx, deadline)
+		defer cancel()
 	}
 	// Scanned through a copy: pointers into dest would move every caller's
 	// dest to the heap, also on the direct path.
@@ -74,66 +157,9 @@ func queryInts(ctx context.Context, conn *sql.Conn, dest []sql.NullInt64, query 
 	for i := range row {
 		ptrs[i] = &row[i]
 	}
-	err = conn.QueryRowContext(ctx, query, args...).Scan(ptrs...)
+	err := conn.QueryRowContext(ctx, query, args...).Scan(ptrs...)
 	copy(dest, row)
 	return err
-}
-
-// queryIntsUntil is queryInts bounded by deadline, for the statements whose
-// only bound is a timeout of the library's own: RELEASE_LOCK in Do, DoTx,
-// DoMulti and Close, the keep-alive check and the ownership proof at a
-// handoff. ctx ends the statement early if it can end (Locker.bg, for the
-// checks), and is otherwise context.Background(). ended reports that the
-// statement failed because the deadline passed or ctx ended.
-//
-// When nc, the connection's socket ([pool.NetConn]), is known, the bound is
-// a deadline on nc and the driver runs the statement on a ctx that cannot be
-// cancelled: go-sql-driver/mysql hands every statement whose ctx can be
-// cancelled to the connection's watcher goroutine, two goroutine wake-ups
-// per statement, about a fifth of an uncontended Do on a small machine. A
-// deadline that passes makes the driver's read (or write) fail; the driver
-// then closes the connection and the statement returns an error, as when a
-// watched ctx ends. The deadline is cleared before returning: nc carries no
-// other (pool.Open sets readTimeout=0 and NetConn is nil when the DSN sets
-// writeTimeout). A ctx that can end moves the deadline to the past when it
-// does (context.AfterFunc: no goroutine unless it fires). Without nc, the
-// bound is a context.WithDeadline of ctx, as before.
-func queryIntsUntil(ctx context.Context, deadline time.Time, nc net.Conn, conn *sql.Conn, dest []sql.NullInt64, query string, args ...any) (ended bool, err error) {
-	// As the driver does for a ctx that has ended: nothing is sent.
-	if err := ctx.Err(); err != nil {
-		return true, err
-	}
-	if !time.Now().Before(deadline) {
-		return true, context.DeadlineExceeded
-	}
-	if nc == nil || nc.SetDeadline(deadline) != nil {
-		tctx, cancel := context.WithDeadline(ctx, deadline)
-		defer cancel()
-		err = queryInts(tctx, conn, dest, query, args...)
-		return err != nil && tctx.Err() != nil, err
-	}
-	var it *interrupter
-	if ctx.Done() != nil {
-		it = &interrupter{nc: nc}
-		it.stop = context.AfterFunc(ctx, it.fire)
-	}
-	err = queryInts(context.Background(), conn, dest, query, args...)
-	if it != nil {
-		it.disarm()
-	}
-	_ = nc.SetDeadline(time.Time{})
-	if err == nil {
-		return false, nil
-	}
-	// The driver reports a deadline that passed as a broken connection
-	// (mysql.ErrInvalidConn); say why, as the driver does for a ctx.
-	if cerr := ctx.Err(); cerr != nil {
-		return true, fmt.Errorf("%w: %w", cerr, err)
-	}
-	if !time.Now().Before(deadline) {
-		return true, fmt.Errorf("%w: %w", context.DeadlineExceeded, err)
-	}
-	return false, err
 }
 
 // interrupter ends a statement bounded by a deadline on nc when a ctx ends:
@@ -196,54 +222,35 @@ func scanInts(rows driver.Rows, vals []driver.Value, dest []sql.NullInt64) error
 	return nil
 }
 
-// connIdentity returns conn's driver connection, to be used as a map key
-// only (its methods must not be called outside [sql.Conn.Raw]).
-func connIdentity(conn *sql.Conn) any {
-	var dc any
-	_ = conn.Raw(func(c any) error { dc = c; return nil })
-	return dc
+// sessionID returns the server session id known for conn's driver
+// connection (a connection of pool.Open that learned it), or 0.
+func sessionID(conn *sql.Conn) int64 {
+	var id int64
+	_ = conn.Raw(func(dc any) error {
+		if lc, ok := dc.(*lockconn.Conn); ok {
+			id = lc.SessionID()
+		}
+		return nil
+	})
+	return id
 }
 
-// knownConns remembers, for the lock connections a Locker has used, the
-// session's CONNECTION_ID(), once the session is known to have the lease:
-// later acquisitions on the connection then send GET_LOCK alone. It also
-// keeps the connection's socket ([pool.NetConn], nil if unknown), looked up
-// once. A driver connection is one server session for its whole life, and
-// nothing resets its session variables, so an entry never goes stale;
-// entries of connections closed by database/sql are dropped when the map
-// reaches its bound.
-type knownConns struct {
-	mu  sync.Mutex
-	ids map[any]knownConn // by driver connection
+// setSessionID records conn's server session id on its driver connection,
+// when it is a connection of pool.Open: one server session for the
+// connection's whole life.
+func setSessionID(conn *sql.Conn, id int64) {
+	_ = conn.Raw(func(dc any) error {
+		if lc, ok := dc.(*lockconn.Conn); ok {
+			lc.SetSessionID(id)
+		}
+		return nil
+	})
 }
 
-type knownConn struct {
-	id int64
-	nc net.Conn
-}
-
-// lookup returns what is known of driver connection dc.
-func (c *knownConns) lookup(dc any) (knownConn, bool) {
-	if dc == nil {
-		return knownConn{}, false
-	}
-	c.mu.Lock()
-	k, ok := c.ids[dc]
-	c.mu.Unlock()
-	return k, ok
-}
-
-// remember records dc's session id and socket. When the map holds more
-// entries than twice the pool's limit (and at least 64), it starts over: an
-// entry for a connection that is still open is simply learned again.
-func (c *knownConns) remember(dc any, k knownConn, db *sql.DB) {
-	if dc == nil {
-		return
-	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.ids == nil || len(c.ids) >= max(64, 2*db.Stats().MaxOpenConnections) {
-		c.ids = make(map[any]knownConn)
-	}
-	c.ids[dc] = k
+// discard closes conn so that database/sql never reuses it: the driver is
+// told the connection is bad. The server ends the session, and with it every
+// lock it holds, when it sees the socket close.
+func discard(conn *sql.Conn) {
+	_ = conn.Raw(func(any) error { return driver.ErrBadConn })
+	_ = conn.Close()
 }

@@ -38,7 +38,8 @@ func (c *Conn) BeginTx(ctx context.Context, opts driver.TxOptions) (driver.Tx, e
 	if opts.ReadOnly {
 		return nil, errors.New("sql: driver does not support read-only transactions")
 	}
-	tx, err := c.inner.Begin() //nolint:staticcheck // the fallback database/sql uses
+	//lint:ignore SA1019 the fallback database/sql itself uses
+	tx, err := c.inner.Begin()
 	if err == nil && ctx.Err() != nil {
 		_ = tx.Rollback()
 		return nil, ctx.Err()
@@ -69,7 +70,8 @@ func (c *Conn) ExecContext(ctx context.Context, query string, args []driver.Name
 	if e, ok := c.inner.(driver.ExecerContext); ok {
 		return e.ExecContext(ctx, query, args)
 	}
-	e, ok := c.inner.(driver.Execer) //nolint:staticcheck // the fallback database/sql uses
+	//lint:ignore SA1019 the fallback database/sql itself uses
+	e, ok := c.inner.(driver.Execer)
 	if !ok {
 		return nil, driver.ErrSkip
 	}
@@ -91,7 +93,8 @@ func (c *Conn) QueryContext(ctx context.Context, query string, args []driver.Nam
 	if q, ok := c.inner.(driver.QueryerContext); ok {
 		return q.QueryContext(ctx, query, args)
 	}
-	q, ok := c.inner.(driver.Queryer) //nolint:staticcheck // the fallback database/sql uses
+	//lint:ignore SA1019 the fallback database/sql itself uses
+	q, ok := c.inner.(driver.Queryer)
 	if !ok {
 		return nil, driver.ErrSkip
 	}

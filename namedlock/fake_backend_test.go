@@ -1,0 +1,132 @@
+package namedlock
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"time"
+)
+
+// fakeServer is an in-memory backend for the tests of the ordering logic
+// (queue, handoff, linger, proof, keep-alive, Close) under testing/synctest:
+// named locks held by links, each statement taking rtt of (fake) time. It
+// models only what the Locker relies on: one holder per name, a killed
+// session loses its lock and fails its statements. The real server's
+// semantics are tested against real servers in the other tests.
+type fakeServer struct {
+	rtt time.Duration
+
+	mu      sync.Mutex
+	holders map[string]*fakeLink
+	freed   map[string]chan struct{} // closed when the name is freed
+	takes   int                      // server acquisitions
+	checks  int                      // ownership checks
+	stmts   int                      // statements of every kind
+}
+
+func newFakeServer(rtt time.Duration) *fakeServer {
+	return &fakeServer{rtt: rtt, holders: map[string]*fakeLink{}, freed: map[string]chan struct{}{}}
+}
+
+// fakeLink is a session of fakeServer.
+type fakeLink struct {
+	f      *fakeServer
+	name   string
+	killed bool // guarded by f.mu
+}
+
+func (f *fakeServer) close() {}
+
+func (f *fakeServer) take(callerCtx, ctx context.Context, key, name string, try bool) (link, error) {
+	for {
+		time.Sleep(f.rtt)
+		f.mu.Lock()
+		f.stmts++
+		if f.holders[name] == nil {
+			ln := &fakeLink{f: f, name: name}
+			f.holders[name] = ln
+			f.takes++
+			f.mu.Unlock()
+			return ln, nil
+		}
+		if try {
+			f.mu.Unlock()
+			return nil, notAcquired(ctx, key, nil)
+		}
+		ch := f.freed[name]
+		if ch == nil {
+			ch = make(chan struct{})
+			f.freed[name] = ch
+		}
+		f.mu.Unlock()
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return nil, errCancelledWait{notAcquired(ctx, key, nil)}
+		}
+	}
+}
+
+// freeLocked frees name. f.mu held.
+func (f *fakeServer) freeLocked(name string) {
+	delete(f.holders, name)
+	if ch := f.freed[name]; ch != nil {
+		close(ch)
+		delete(f.freed, name)
+	}
+}
+
+// kill ends the session holding name, as an operator's KILL does: the lock
+// is freed and the session's statements fail.
+func (f *fakeServer) kill(name string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if ln := f.holders[name]; ln != nil {
+		ln.killed = true
+		f.freeLocked(name)
+	}
+}
+
+func (f *fakeServer) count() (takes, checks, stmts int) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.takes, f.checks, f.stmts
+}
+
+var errFakeGone = errors.New("fake: invalid connection")
+
+func (ln *fakeLink) owns(ctx context.Context, deadline time.Time) (bool, error) {
+	time.Sleep(ln.f.rtt)
+	ln.f.mu.Lock()
+	defer ln.f.mu.Unlock()
+	ln.f.stmts++
+	ln.f.checks++
+	if ln.killed {
+		return false, errFakeGone
+	}
+	return ln.f.holders[ln.name] == ln, nil
+}
+
+func (ln *fakeLink) release(ctx context.Context, deadline time.Time) error {
+	time.Sleep(ln.f.rtt)
+	ln.f.mu.Lock()
+	defer ln.f.mu.Unlock()
+	ln.f.stmts++
+	if ln.killed {
+		return lostError(ln.name, "RELEASE_LOCK failed, the session that held it is gone", errFakeGone)
+	}
+	if ln.f.holders[ln.name] != ln {
+		return lostError(ln.name, "RELEASE_LOCK answered NULL: the session no longer held it", nil)
+	}
+	ln.f.freeLocked(ln.name)
+	return nil
+}
+
+func (ln *fakeLink) discard() {
+	ln.f.mu.Lock()
+	defer ln.f.mu.Unlock()
+	if ln.f.holders[ln.name] == ln {
+		ln.f.freeLocked(ln.name)
+	}
+	ln.killed = true
+}

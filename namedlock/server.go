@@ -1,0 +1,300 @@
+package namedlock
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"strconv"
+	"sync/atomic"
+	"time"
+
+	"github.com/namedlock/mysql/internal/flavor"
+	"github.com/namedlock/mysql/internal/lockconn"
+	"github.com/namedlock/mysql/pool"
+)
+
+// backend takes named locks at the server: the Locker's only way to it.
+// server (below) is the real one; the tests of the queue and handoff logic
+// use a fake.
+type backend interface {
+	// take takes the lock name (the server name of key) on a connection of
+	// its own and returns that connection pinned. callerCtx is the caller's
+	// own ctx, for the first GET_LOCK, which never waits at the server; ctx
+	// is the caller's ctx also ended by Close, for everything that may wait.
+	// try: do not wait for a holder.
+	take(callerCtx, ctx context.Context, key, name string, try bool) (link, error)
+	// close stops what the backend runs and waits for it.
+	close()
+}
+
+// link is one pinned server connection holding one named lock. A session
+// runs its methods one at a time.
+type link interface {
+	// owns runs the ownership check, bounded by deadline and ended by ctx.
+	owns(ctx context.Context, deadline time.Time) (held bool, err error)
+	// release runs RELEASE_LOCK, bounded by deadline (zero: by ctx alone).
+	// nil: released, and the connection went back to the pool. An error
+	// matching ErrLockLost: the session no longer held the lock. Any other
+	// error: the release was not confirmed. On any error the connection
+	// was discarded.
+	release(ctx context.Context, deadline time.Time) error
+	// discard closes the connection so that it is never reused: the server
+	// frees its locks when it sees the session end.
+	discard()
+}
+
+// Statements run on a pinned lock connection. Parameters are interpolated
+// by the driver (pool.Open sets interpolateParams=true): one round trip each.
+const (
+	// sqlTryLock takes the lock without waiting and, in the same round trip,
+	// learns the session's id (needed to end a cancelled wait) and its
+	// wait_timeout (the lease). A connection of pool.Open learns its id once
+	// (kept on its lockconn.Conn) and then sends sqlTryLockKnown.
+	sqlTryLock      = "SELECT GET_LOCK(?, 0), CONNECTION_ID(), @@session.wait_timeout"
+	sqlTryLockKnown = "SELECT GET_LOCK(?, 0)"
+	sqlWaitLock     = "SELECT GET_LOCK(?, ?)"
+	sqlRelease      = "SELECT RELEASE_LOCK(?)"
+	sqlOwnership    = "SELECT IS_USED_LOCK(?) = CONNECTION_ID()"
+)
+
+// waitGrace is how long past ctx's deadline the driver keeps waiting for the
+// server's own timeout answer, so a wait that times out normally keeps its
+// connection.
+const waitGrace = 500 * time.Millisecond
+
+// server is the real backend: GET_LOCK and RELEASE_LOCK on connections of a
+// lock pool.
+type server struct {
+	db *sql.DB
+	// pooled: db comes from pool.Open, so every connection was opened with
+	// the lease as its wait_timeout and keeps its session id once learned.
+	pooled bool
+	lease  int64        // the session wait_timeout every lock connection has, whole seconds
+	flavor atomic.Int32 // flavor.Flavor, learned at the first wait
+	killer killer       // ends the server sessions of cancelled waits
+}
+
+// leaseOf returns the lease of the lock pool db: the one pool.Open was
+// given ([pool.WithLease]), or [pool.DefaultLease] for any other pool, whose
+// connections get it as a SET SESSION wait_timeout the first time.
+func leaseOf(db *sql.DB) time.Duration {
+	if c := lockconn.Of(db); c != nil {
+		return c.Lease()
+	}
+	return pool.DefaultLease
+}
+
+func newServer(db *sql.DB) *server {
+	lease := leaseOf(db)
+	return &server{
+		db:     db,
+		pooled: lockconn.Of(db) != nil,
+		lease:  int64((lease + time.Second - 1) / time.Second),
+		killer: killer{db: db},
+	}
+}
+
+func (s *server) close() { s.killer.close() }
+
+// take implements backend.
+func (s *server) take(callerCtx, ctx context.Context, key, name string, try bool) (link, error) {
+	conn, err := s.db.Conn(ctx)
+	if err != nil {
+		if ended(ctx) {
+			return nil, notAcquired(ctx, key, nil)
+		}
+		return nil, fmt.Errorf("namedlock: lock connection for %q: %w", key, err)
+	}
+	p := &pinned{conn: conn, name: name, arg: name}
+	id := sessionID(conn)
+	var row [3]sql.NullInt64
+	known := id != 0
+	if known {
+		_, err = queryInts(callerCtx, conn, time.Time{}, row[:1], sqlTryLockKnown, p.arg)
+	} else {
+		_, err = queryInts(callerCtx, conn, time.Time{}, row[:], sqlTryLock, p.arg)
+		id = row[1].Int64
+	}
+	if err != nil {
+		discard(conn)
+		return nil, s.getLockError(ctx, key, err)
+	}
+	got, waitTimeout := row[0], row[2].Int64
+	if !got.Valid {
+		_ = conn.Close()
+		return nil, fmt.Errorf("namedlock: GET_LOCK(%q) answered NULL", name)
+	}
+	if got.Int64 != 1 {
+		if try {
+			_ = conn.Close()
+			return nil, notAcquired(ctx, key, nil)
+		}
+		if err := s.wait(ctx, conn, key, name, id); err != nil {
+			return nil, err
+		}
+	}
+	if !known {
+		if s.pooled {
+			setSessionID(conn, id) // later acquisitions on it send GET_LOCK alone
+		} else if waitTimeout != s.lease {
+			if _, err := conn.ExecContext(ctx, "SET SESSION wait_timeout = "+strconv.FormatInt(s.lease, 10)); err != nil {
+				discard(conn)
+				return nil, fmt.Errorf("namedlock: set the lease on the lock connection for %q: %w", key, err)
+			}
+		}
+	}
+	return p, nil
+}
+
+// wait blocks in GET_LOCK on conn until the lock is granted (nil), the
+// server's timeout for ctx's deadline passes, or ctx ends. On failure conn
+// is closed; when ctx ended mid-wait, the session is killed as well.
+func (s *server) wait(ctx context.Context, conn *sql.Conn, key, name string, id int64) error {
+	f, err := s.detect(ctx, conn)
+	if err != nil {
+		discard(conn)
+		return s.getLockError(ctx, key, err)
+	}
+	for {
+		deadline, hasDeadline := ctx.Deadline()
+		left := time.Until(deadline)
+		if hasDeadline && left <= 0 {
+			_ = conn.Close()
+			// The clock is past the deadline, but ctx's timer may not have
+			// fired yet; wait for it (it is due) so that the error matches
+			// ctx.Err() (context.DeadlineExceeded), as documented.
+			<-ctx.Done()
+			return notAcquired(ctx, key, nil)
+		}
+		timeout, hard := f.WaitArg(left, hasDeadline)
+		wctx, cancel := ctx, context.CancelFunc(func() {})
+		if !hard {
+			wctx, cancel = graceContext(ctx)
+		}
+		var answer [1]sql.NullInt64
+		_, err := queryInts(wctx, conn, time.Time{}, answer[:], sqlWaitLock, name, timeout)
+		cancel()
+		got := answer[0]
+		switch {
+		case err != nil && (ctx.Err() != nil || wctx.Err() != nil):
+			// The driver closed the socket; the server session may still
+			// be waiting, or may just have been granted the lock. End it.
+			s.killer.kill(id)
+			discard(conn)
+			return errCancelledWait{notAcquired(ctx, key, nil)}
+		case err != nil:
+			discard(conn)
+			return s.getLockError(ctx, key, err)
+		case !got.Valid:
+			// MariaDB answers NULL to a wait ended by KILL QUERY.
+			discard(conn)
+			return fmt.Errorf("%w: %q: GET_LOCK answered NULL (wait killed?)", ErrNotAcquired, key)
+		case got.Int64 == 1:
+			return nil
+		}
+		// 0: the server's timeout passed; loop to renew or to report it.
+	}
+}
+
+// errCancelledWait marks a wait at the server that ctx ended (its session
+// killed), for the Locker's counters. It unwraps to the error returned.
+type errCancelledWait struct{ error }
+
+func (e errCancelledWait) Unwrap() error { return e.error }
+
+// detect learns, once per server, which kind of server it is.
+func (s *server) detect(ctx context.Context, conn *sql.Conn) (flavor.Flavor, error) {
+	if f := flavor.Flavor(s.flavor.Load()); f != flavor.Unknown {
+		return f, nil
+	}
+	f, _, err := flavor.Detect(ctx, conn)
+	if err != nil {
+		return flavor.Unknown, err
+	}
+	s.flavor.Store(int32(f))
+	return f, nil
+}
+
+// getLockError classifies a failed GET_LOCK.
+func (s *server) getLockError(ctx context.Context, key string, err error) error {
+	if ended(ctx) {
+		return notAcquired(ctx, key, err)
+	}
+	if flavor.IsDeadlock(err) {
+		return errors.Join(fmt.Errorf("%w: %w: %q", ErrNotAcquired, ErrDeadlock, key), err)
+	}
+	return fmt.Errorf("namedlock: GET_LOCK for %q: %w", key, err)
+}
+
+// ended reports whether ctx has ended, counting a deadline that the clock
+// has passed before ctx's timer fired: a dial fails with "i/o timeout" at
+// the deadline itself, while ctx.Err() may still be nil for a moment. It
+// then waits for the (due) ctx.Done, so that ctx.Err() is set.
+func ended(ctx context.Context) bool {
+	if ctx.Err() != nil {
+		return true
+	}
+	if d, ok := ctx.Deadline(); ok && !time.Now().Before(d) {
+		<-ctx.Done()
+		return true
+	}
+	return false
+}
+
+// graceContext returns a context that ends when parent is cancelled, but
+// only waitGrace after parent's deadline passes, so the server's own timeout
+// answer can arrive first.
+func graceContext(parent context.Context) (context.Context, context.CancelFunc) {
+	deadline, ok := parent.Deadline()
+	if !ok {
+		return parent, func() {}
+	}
+	ctx, cancel := context.WithDeadline(context.WithoutCancel(parent), deadline.Add(waitGrace))
+	stop := context.AfterFunc(parent, func() {
+		if !errors.Is(parent.Err(), context.DeadlineExceeded) {
+			cancel()
+		}
+	})
+	return ctx, func() { stop(); cancel() }
+}
+
+// pinned is the real link: a connection of the lock pool, pinned by
+// [sql.Conn], whose session holds the lock name.
+type pinned struct {
+	conn *sql.Conn
+	name string
+	arg  any // name as a statement argument, converted once
+}
+
+func (p *pinned) owns(ctx context.Context, deadline time.Time) (bool, error) {
+	var answer [1]sql.NullInt64
+	_, err := queryInts(ctx, p.conn, deadline, answer[:], sqlOwnership, p.arg)
+	return err == nil && answer[0].Valid && answer[0].Int64 == 1, err
+}
+
+func (p *pinned) release(ctx context.Context, deadline time.Time) error {
+	var row [1]sql.NullInt64
+	ended, err := queryInts(ctx, p.conn, deadline, row[:], sqlRelease, p.arg)
+	got := row[0]
+	if err == nil && got.Valid && got.Int64 == 1 {
+		_ = p.conn.Close()
+		return nil
+	}
+	discard(p.conn)
+	switch {
+	case err != nil && !ended:
+		// The session that held the lock is gone (KILL, restart, network):
+		// the lock went with it, possibly while it was still being used.
+		return lostError(p.name, "RELEASE_LOCK failed, the session that held it is gone", err)
+	case err != nil:
+		return fmt.Errorf("namedlock: RELEASE_LOCK(%q) not confirmed, its connection was discarded so the server frees the lock when the session ends: %w", p.name, err)
+	}
+	answer := "NULL"
+	if got.Valid {
+		answer = strconv.FormatInt(got.Int64, 10)
+	}
+	return lostError(p.name, "RELEASE_LOCK answered "+answer+": the session no longer held it", nil)
+}
+
+func (p *pinned) discard() { discard(p.conn) }
