@@ -48,6 +48,9 @@ func notAcquired(ctx context.Context, key string, cause error) error {
 	return err
 }
 
+// isLost reports whether err tells of a lost lock.
+func isLost(err error) bool { return errors.Is(err, ErrLockLost) }
+
 // lostError is the one form of a loss: the lock name, what showed it, and
 // the cause (a driver error) when there is one.
 func lostError(name, why string, cause error) error {

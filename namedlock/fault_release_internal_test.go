@@ -184,7 +184,7 @@ func TestQueryIntsDeadline(t *testing.T) {
 	if !ended || !errors.Is(err, context.DeadlineExceeded) || took > 1300*time.Millisecond {
 		t.Errorf("blackholed statement with a 300 ms deadline = ended %v, %v after %v; want DeadlineExceeded within 300 ms (+ 1 s)", ended, err, took)
 	}
-	discard(a)
+	discardConn(a)
 
 	bg, stop = context.WithCancel(context.Background())
 	time.AfterFunc(300*time.Millisecond, stop)
@@ -195,7 +195,7 @@ func TestQueryIntsDeadline(t *testing.T) {
 	if !ended || !errors.Is(err, context.Canceled) || took > 1300*time.Millisecond {
 		t.Errorf("blackholed statement with ctx cancelled after 300 ms = ended %v, %v after %v; want Canceled within 300 ms (+ 1 s)", ended, err, took)
 	}
-	discard(b)
+	discardConn(b)
 	p.Heal(t)
 	if st := db.Stats(); st.OpenConnections != 0 {
 		t.Errorf("lock pool: %+v, want no connection open (both discarded)", st)

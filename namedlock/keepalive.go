@@ -1,18 +1,37 @@
 package namedlock
 
 import (
-	"errors"
+	"context"
+	"sync"
 	"time"
 )
 
-// The keep-alive schedules ownership checks; the check itself is
-// [session.check]. It is one goroutine per Locker, started with the first
-// held lock, which stops when a tick finds nothing held (the next held lock
-// starts it again) and when the Locker closes. Every tick it starts a check,
-// in a goroutine of its own, for each held lock whose check is due, so that
-// one check that hangs (up to the check timeout) delays no other. A live
-// holder's session never idles longer than the keep-alive interval, so the
-// lease never reaps it.
+// keeper schedules the keep-alive: every interval, an ownership check
+// ([session.check]) of each held lock. It only schedules; what is held and
+// what a loss means belong to its owner, the Locker, through held and lost.
+//
+// One goroutine runs while something is held: start (at every server
+// acquisition) starts it if it is not running, and it stops at the first
+// tick that finds nothing held, or when bg ends (Close). Every tick it
+// starts a check, in a goroutine of its own, for each held lock whose check
+// is due, so that one check that hangs (up to the check timeout) delays no
+// other. A live holder's session never idles longer than the interval, so
+// the lease never reaps it.
+type keeper struct {
+	every   time.Duration // the keep-alive interval
+	timeout time.Duration // bounds one check
+	bg      context.Context
+	held    func() []*session     // the sessions held now, not known lost; called without mu
+	lost    func(*session, error) // a check found the session lost; called without mu
+	wg      sync.WaitGroup        // the goroutine and its checks
+
+	// mu guards running and kicked, and the keep-alive fields of every
+	// session (nextCheck, checking). Lock order: Locker.mu before mu; held
+	// and lost are never called under mu.
+	mu      sync.Mutex
+	running bool
+	kicked  bool // start ran since the last tick looked at what is held
+}
 
 // tickFor returns the keep-alive scan period: a twentieth of the interval,
 // within [5ms, 250ms], so that a loss is seen within the interval plus at
@@ -21,80 +40,77 @@ func tickFor(keepAlive time.Duration) time.Duration {
 	return min(max(keepAlive/20, 5*time.Millisecond), 250*time.Millisecond)
 }
 
-// startKeepAliveLocked starts the keep-alive goroutine if it is not
-// running. l.mu held.
-func (l *Locker) startKeepAliveLocked() {
-	if l.keepAliveOn || l.closed {
-		return
+// start schedules s's first check an interval from now and makes sure the
+// goroutine runs. It must not be called once bg has ended.
+func (k *keeper) start(s *session) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	s.nextCheck = time.Now().Add(k.every)
+	k.kicked = true
+	if !k.running {
+		k.running = true
+		k.wg.Add(1)
+		go k.run()
 	}
-	l.keepAliveOn = true
-	l.wg.Add(1)
-	go l.keepAlive()
 }
 
-func (l *Locker) keepAlive() {
-	defer l.wg.Done()
-	t := time.NewTicker(tickFor(l.cfg.keepAlive))
+// wait waits for the goroutine and its checks, once bg has ended.
+func (k *keeper) wait() { k.wg.Wait() }
+
+func (k *keeper) run() {
+	defer k.wg.Done()
+	t := time.NewTicker(tickFor(k.every))
 	defer t.Stop()
-	for now := range t.C {
-		if !l.scheduleChecks(now) {
+	for {
+		select {
+		case <-k.bg.Done():
+			k.stopped()
 			return
+		case now := <-t.C:
+			if !k.tick(now, k.held()) {
+				return
+			}
 		}
 	}
 }
 
-// scheduleChecks starts the checks due at now. It returns false, and marks
-// the keep-alive stopped, when the Locker is closed or holds nothing.
-func (l *Locker) scheduleChecks(now time.Time) bool {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	held := false
-	for _, q := range l.queues {
-		s := q.sess
-		if s == nil || s.lost {
-			continue
-		}
-		held = true
+// tick starts the checks due at now among held. It returns false, having
+// marked the goroutine stopped, when nothing is held.
+func (k *keeper) tick(now time.Time, held []*session) bool {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if len(held) == 0 && !k.kicked {
+		k.running = false
+		return false
+	}
+	k.kicked = false
+	for _, s := range held {
 		if s.checking || now.Before(s.nextCheck) {
 			continue
 		}
 		s.checking = true
-		l.wg.Add(1)
-		go l.check(s)
-	}
-	if !held || l.closed {
-		l.keepAliveOn = false
-		return false
+		k.wg.Add(1)
+		go k.checkOne(s)
 	}
 	return true
 }
 
-// check runs one keep-alive check of s and records its outcome.
-func (l *Locker) check(s *session) {
-	defer l.wg.Done()
-	err := s.check(l.bg, l.cfg.checkTimeout, time.Now())
-	l.mu.Lock()
-	s.checking = false
-	s.nextCheck = time.Now().Add(l.cfg.keepAlive)
-	l.mu.Unlock()
-	if errors.Is(err, ErrLockLost) {
-		l.lostFound(s, err)
-	}
-	// errReleased: released meanwhile; ErrClosed: Close releases it.
+func (k *keeper) stopped() {
+	k.mu.Lock()
+	k.running = false
+	k.mu.Unlock()
 }
 
-// lostFound marks s lost and tells its holder, if it still holds it.
-func (l *Locker) lostFound(s *session, lost error) {
-	l.mu.Lock()
-	s.lost = true
-	h := s.holder
-	if h == nil || h.state != stateHeld {
-		l.mu.Unlock()
-		return
+// checkOne runs one keep-alive check of s and schedules the next.
+func (k *keeper) checkOne(s *session) {
+	defer k.wg.Done()
+	err := s.check(k.bg, k.timeout, time.Now())
+	k.mu.Lock()
+	s.checking = false
+	s.nextCheck = time.Now().Add(k.every)
+	k.mu.Unlock()
+	if isLost(err) {
+		k.lost(s, err)
 	}
-	h.endLocked(stateLost, lost)
-	held, key := time.Since(h.acquired), h.key
-	l.stats.lost.Add(1)
-	l.mu.Unlock()
-	l.observe(Event{Key: key, Outcome: Lost, Held: held, Err: lost})
+	// errReleased: released meanwhile; ErrClosed: Close releases it.
 }

@@ -2,7 +2,6 @@ package namedlock
 
 import (
 	"context"
-	"errors"
 	"time"
 )
 
@@ -167,7 +166,7 @@ func (k *Lock) passOnLocked() (done bool, err error) {
 	// The next caller has the lock without a round trip; this caller
 	// returns once the session is proven to have held it until now.
 	err = s.prove(l.bg, l.cfg.checkTimeout, released)
-	if errors.Is(err, ErrLockLost) {
+	if isLost(err) {
 		l.lostFound(s, err)
 	}
 	if linger != nil && err == nil {
@@ -180,7 +179,7 @@ func (k *Lock) passOnLocked() (done bool, err error) {
 	}
 	l.mu.Lock()
 	s.proving--
-	if errors.Is(err, ErrLockLost) {
+	if isLost(err) {
 		k.state, k.err = stateLost, err
 		l.stats.lost.Add(1)
 	}
@@ -207,7 +206,7 @@ func (k *Lock) releaseToServer(ctx context.Context, timeout time.Duration, prove
 		err = proveErr // s was found lost (or the Locker closing) by prove
 	}
 	l.mu.Lock()
-	if errors.Is(err, ErrLockLost) && k.state != stateLost {
+	if isLost(err) && k.state != stateLost {
 		// Found lost by the release itself: Err and later Releases say so.
 		k.state, k.err = stateLost, err
 		l.stats.lost.Add(1)
@@ -215,4 +214,22 @@ func (k *Lock) releaseToServer(ctx context.Context, timeout time.Duration, prove
 	l.advanceLocked(q)
 	l.mu.Unlock()
 	return err
+}
+
+// lostFound marks s lost and tells its current holder, if any: its Done
+// closes, its Err and Release report err, and Do cancels fn's ctx.
+func (l *Locker) lostFound(s *session, lost error) {
+	l.mu.Lock()
+	s.lost = true
+	q := l.queues[s.name]
+	if q == nil || q.sess != s || q.holder == nil || q.holder.state != stateHeld {
+		l.mu.Unlock()
+		return
+	}
+	h := q.holder
+	h.endLocked(stateLost, lost)
+	held, key := time.Since(h.acquired), h.key
+	l.stats.lost.Add(1)
+	l.mu.Unlock()
+	l.observe(Event{Key: key, Outcome: Lost, Held: held, Err: lost})
 }

@@ -26,21 +26,20 @@ type Locker struct {
 	cfg   config
 	lease time.Duration
 
-	// mu guards queues, closed and keepAliveOn, the fields of every queue,
-	// the state of every Lock, and the fields of every session marked as
-	// guarded by Locker.mu. Lock order: mu is never held together with a
-	// session's turn or pmu (no statement runs under mu); the backend's own
-	// locks are never taken under mu either.
-	mu          sync.Mutex
-	queues      map[string]*queue // by server lock name
-	closed      bool
-	keepAliveOn bool // the keep-alive goroutine runs; it stops while nothing is held
+	// mu guards queues and closed, the fields of every queue, the state of
+	// every Lock, and the fields of every session marked as guarded by
+	// Locker.mu. Lock order: mu, then keeper.mu; mu is never held together
+	// with a session's turn or pmu (no statement runs under mu), and the
+	// backend's own locks are never taken under mu.
+	mu     sync.Mutex
+	queues map[string]*queue // by server lock name
+	closed bool
 
 	closing context.Context         // cancelled (cause ErrClosed) as Close starts: ends server waits
 	closeIt context.CancelCauseFunc //
 	bg      context.Context         // cancelled once Close has released everything: ends checks
 	bgStop  context.CancelFunc      //
-	wg      sync.WaitGroup          // the keep-alive goroutine and its checks
+	keeper  keeper                  // the keep-alive
 	stats   counters
 }
 
@@ -79,7 +78,7 @@ func NewLocker(db *sql.DB, opts ...Option) (*Locker, error) {
 func newLocker(b backend, cfg config, lease time.Duration) *Locker {
 	bg, stop := context.WithCancel(context.Background())
 	closing, closeIt := context.WithCancelCause(context.Background())
-	return &Locker{
+	l := &Locker{
 		srv:     b,
 		cfg:     cfg,
 		lease:   lease,
@@ -89,6 +88,8 @@ func newLocker(b backend, cfg config, lease time.Duration) *Locker {
 		closing: closing,
 		closeIt: closeIt,
 	}
+	l.keeper = keeper{every: cfg.keepAlive, timeout: cfg.checkTimeout, bg: bg, held: l.held, lost: l.lostFound}
+	return l
 }
 
 // Acquire takes the lock named by key, waiting until it is granted or ctx
@@ -239,12 +240,10 @@ func (l *Locker) takeAtServer(ctx context.Context, q *queue, key string, try boo
 		l.mu.Unlock()
 		return nil, err
 	}
-	now := time.Now()
-	s.acquiredAt = now
-	s.nextCheck = now.Add(l.cfg.keepAlive)
+	s.acquiredAt = time.Now()
 	k := l.newLock(q, s, key)
 	q.hold(k, s)
-	l.startKeepAliveLocked()
+	l.keeper.start(s)
 	l.mu.Unlock()
 	return k, nil
 }
@@ -261,6 +260,48 @@ func (l *Locker) advanceLocked(q *queue) {
 	if !q.advance(l.closed) && l.queues[q.name] == q {
 		delete(l.queues, q.name)
 	}
+}
+
+// held returns the sessions held now (or lingering) and not known lost: what
+// the keep-alive checks.
+func (l *Locker) held() []*session {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var held []*session
+	for _, q := range l.queues {
+		if s := q.sess; s != nil && !s.lost {
+			held = append(held, s)
+		}
+	}
+	return held
+}
+
+// Stats returns a snapshot of the Locker's state and counters.
+func (l *Locker) Stats() Stats {
+	c := &l.stats
+	return Stats{
+		Held:               int(c.held.Load()),
+		Waiting:            int(c.waiting.Load()),
+		Queued:             l.queued(),
+		Acquired:           c.acquired.Load(),
+		NotAcquired:        c.notAcquired.Load(),
+		Lost:               c.lost.Load(),
+		Handoffs:           c.handoffs.Load(),
+		ServerAcquisitions: c.serverAcquired.Load(),
+		CancelledWaits:     c.cancelledWaits.Load(),
+		WaitDuration:       time.Duration(c.waitNanos.Load()),
+	}
+}
+
+// queued counts the callers queued locally behind another caller.
+func (l *Locker) queued() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	n := 0
+	for _, q := range l.queues {
+		n += len(q.waiters)
+	}
+	return n
 }
 
 func (l *Locker) observe(e Event) {
@@ -309,7 +350,7 @@ func (l *Locker) Close() error {
 	}
 	wg.Wait()
 	l.bgStop()
-	l.wg.Wait()
+	l.keeper.wait()
 	l.srv.close()
 	return errors.Join(errs...)
 }

@@ -242,9 +242,9 @@ func TestOrderingKeepAliveStopsWhenIdle(t *testing.T) {
 		}
 		time.Sleep(time.Second)
 		synctest.Wait()
-		l.mu.Lock()
-		on := l.keepAliveOn
-		l.mu.Unlock()
+		l.keeper.mu.Lock()
+		on := l.keeper.running
+		l.keeper.mu.Unlock()
 		if on {
 			t.Error("the keep-alive still runs with nothing held")
 		}

@@ -73,7 +73,6 @@ func (q *queue) pop() *waiter {
 
 // hold makes k the holder of s.
 func (q *queue) hold(k *Lock, s *session) {
-	s.holder = k
 	q.holder, q.sess = k, s
 }
 
@@ -88,12 +87,12 @@ func (q *queue) mayHandOff(cfg *config, closing bool) bool {
 
 // handOff passes the held server lock to the first waiter as next, which
 // the caller built for that waiter's key; false if nobody waits.
-func (q *queue) handOff(newLock func(key string) *Lock) bool {
+func (q *queue) handOff(lockFor func(key string) *Lock) bool {
 	w := q.pop()
 	if w == nil {
 		return false
 	}
-	next := newLock(w.key)
+	next := lockFor(w.key)
 	q.sess.handoffs++
 	q.hold(next, q.sess)
 	w.ch <- grant{lock: next}
@@ -105,7 +104,7 @@ func (q *queue) handOff(newLock func(key string) *Lock) bool {
 // one takes it over.
 func (q *queue) startLinger() chan struct{} {
 	q.linger = make(chan struct{})
-	q.sess.holder, q.holder = nil, nil
+	q.holder = nil
 	return q.linger
 }
 
@@ -125,9 +124,6 @@ func (q *queue) takeLinger(k *Lock) bool {
 // detach ends q's hold of the server lock: q stays busy (so no local caller
 // goes to the server) until advance.
 func (q *queue) detach() {
-	if q.sess != nil {
-		q.sess.holder = nil
-	}
 	q.holder, q.sess, q.linger = nil, nil, nil
 }
 

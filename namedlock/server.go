@@ -3,6 +3,7 @@ package namedlock
 import (
 	"context"
 	"database/sql"
+	"database/sql/driver"
 	"errors"
 	"fmt"
 	"strconv"
@@ -26,22 +27,6 @@ type backend interface {
 	take(callerCtx, ctx context.Context, key, name string, try bool) (link, error)
 	// close stops what the backend runs and waits for it.
 	close()
-}
-
-// link is one pinned server connection holding one named lock. A session
-// runs its methods one at a time.
-type link interface {
-	// owns runs the ownership check, bounded by deadline and ended by ctx.
-	owns(ctx context.Context, deadline time.Time) (held bool, err error)
-	// release runs RELEASE_LOCK, bounded by deadline (zero: by ctx alone).
-	// nil: released, and the connection went back to the pool. An error
-	// matching ErrLockLost: the session no longer held the lock. Any other
-	// error: the release was not confirmed. On any error the connection
-	// was discarded.
-	release(ctx context.Context, deadline time.Time) error
-	// discard closes the connection so that it is never reused: the server
-	// frees its locks when it sees the session end.
-	discard()
 }
 
 // Statements run on a pinned lock connection. Parameters are interpolated
@@ -101,7 +86,7 @@ func (s *server) close() { s.killer.close() }
 func (s *server) take(callerCtx, ctx context.Context, key, name string, try bool) (link, error) {
 	conn, err := s.db.Conn(ctx)
 	if err != nil {
-		if ended(ctx) {
+		if ctxEnded(ctx) {
 			return nil, notAcquired(ctx, key, nil)
 		}
 		return nil, fmt.Errorf("namedlock: lock connection for %q: %w", key, err)
@@ -117,7 +102,7 @@ func (s *server) take(callerCtx, ctx context.Context, key, name string, try bool
 		id = row[1].Int64
 	}
 	if err != nil {
-		discard(conn)
+		discardConn(conn)
 		return nil, s.getLockError(ctx, key, err)
 	}
 	got, waitTimeout := row[0], row[2].Int64
@@ -139,7 +124,7 @@ func (s *server) take(callerCtx, ctx context.Context, key, name string, try bool
 			setSessionID(conn, id) // later acquisitions on it send GET_LOCK alone
 		} else if waitTimeout != s.lease {
 			if _, err := conn.ExecContext(ctx, "SET SESSION wait_timeout = "+strconv.FormatInt(s.lease, 10)); err != nil {
-				discard(conn)
+				discardConn(conn)
 				return nil, fmt.Errorf("namedlock: set the lease on the lock connection for %q: %w", key, err)
 			}
 		}
@@ -153,7 +138,7 @@ func (s *server) take(callerCtx, ctx context.Context, key, name string, try bool
 func (s *server) wait(ctx context.Context, conn *sql.Conn, key, name string, id int64) error {
 	f, err := s.detect(ctx, conn)
 	if err != nil {
-		discard(conn)
+		discardConn(conn)
 		return s.getLockError(ctx, key, err)
 	}
 	for {
@@ -181,14 +166,14 @@ func (s *server) wait(ctx context.Context, conn *sql.Conn, key, name string, id 
 			// The driver closed the socket; the server session may still
 			// be waiting, or may just have been granted the lock. End it.
 			s.killer.kill(id)
-			discard(conn)
+			discardConn(conn)
 			return errCancelledWait{notAcquired(ctx, key, nil)}
 		case err != nil:
-			discard(conn)
+			discardConn(conn)
 			return s.getLockError(ctx, key, err)
 		case !got.Valid:
 			// MariaDB answers NULL to a wait ended by KILL QUERY.
-			discard(conn)
+			discardConn(conn)
 			return fmt.Errorf("%w: %q: GET_LOCK answered NULL (wait killed?)", ErrNotAcquired, key)
 		case got.Int64 == 1:
 			return nil
@@ -218,7 +203,7 @@ func (s *server) detect(ctx context.Context, conn *sql.Conn) (flavor.Flavor, err
 
 // getLockError classifies a failed GET_LOCK.
 func (s *server) getLockError(ctx context.Context, key string, err error) error {
-	if ended(ctx) {
+	if ctxEnded(ctx) {
 		return notAcquired(ctx, key, err)
 	}
 	if flavor.IsDeadlock(err) {
@@ -227,11 +212,11 @@ func (s *server) getLockError(ctx context.Context, key string, err error) error 
 	return fmt.Errorf("namedlock: GET_LOCK for %q: %w", key, err)
 }
 
-// ended reports whether ctx has ended, counting a deadline that the clock
+// ctxEnded reports whether ctx has ended, counting a deadline that the clock
 // has passed before ctx's timer fired: a dial fails with "i/o timeout" at
 // the deadline itself, while ctx.Err() may still be nil for a moment. It
 // then waits for the (due) ctx.Done, so that ctx.Err() is set.
-func ended(ctx context.Context) bool {
+func ctxEnded(ctx context.Context) bool {
 	if ctx.Err() != nil {
 		return true
 	}
@@ -281,7 +266,7 @@ func (p *pinned) release(ctx context.Context, deadline time.Time) error {
 		_ = p.conn.Close()
 		return nil
 	}
-	discard(p.conn)
+	discardConn(p.conn)
 	switch {
 	case err != nil && !ended:
 		// The session that held the lock is gone (KILL, restart, network):
@@ -297,4 +282,12 @@ func (p *pinned) release(ctx context.Context, deadline time.Time) error {
 	return lostError(p.name, "RELEASE_LOCK answered "+answer+": the session no longer held it", nil)
 }
 
-func (p *pinned) discard() { discard(p.conn) }
+func (p *pinned) discard() { discardConn(p.conn) }
+
+// discardConn closes conn so that database/sql never reuses it: the driver is
+// told the connection is bad. The server ends the session, and with it every
+// lock it holds, when it sees the socket close.
+func discardConn(conn *sql.Conn) {
+	_ = conn.Raw(func(any) error { return driver.ErrBadConn })
+	_ = conn.Close()
+}

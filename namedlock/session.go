@@ -32,13 +32,30 @@ type session struct {
 	proofDone chan struct{} // closed when the proof check in flight ends
 
 	// Guarded by Locker.mu.
-	holder     *Lock     // the local holder; nil between holders
 	acquiredAt time.Time // when the server granted it
 	handoffs   int       // local handoffs since then
 	proving    int       // holders that let go of it and wait in prove
-	nextCheck  time.Time // when the keep-alive checks it next
-	checking   bool      // a keep-alive check is in flight
 	lost       bool      // found lost: never handed on again
+
+	// Guarded by keeper.mu.
+	nextCheck time.Time // when the keep-alive checks it next
+	checking  bool      // a keep-alive check is in flight
+}
+
+// link is one pinned server connection holding one named lock. A session
+// runs its methods one at a time.
+type link interface {
+	// owns runs the ownership check, bounded by deadline and ended by ctx.
+	owns(ctx context.Context, deadline time.Time) (held bool, err error)
+	// release runs RELEASE_LOCK, bounded by deadline (zero: by ctx alone).
+	// nil: released, and the connection went back to the pool. An error
+	// matching ErrLockLost: the session no longer held the lock. Any other
+	// error: the release was not confirmed. On any error the connection
+	// was discarded.
+	release(ctx context.Context, deadline time.Time) error
+	// discard closes the connection so that it is never reused: the server
+	// frees its locks when it sees the session end.
+	discard()
 }
 
 // newSession returns the session of name held on link.
@@ -46,9 +63,9 @@ func newSession(name string, ln link) *session {
 	return &session{name: name, link: ln, turn: make(chan struct{}, 1)}
 }
 
-// lock takes the statement turn; unlock gives it back.
-func (s *session) lock()   { s.turn <- struct{}{} }
-func (s *session) unlock() { <-s.turn }
+// takeTurn waits for the statement turn; endTurn gives it back.
+func (s *session) takeTurn() { s.turn <- struct{}{} }
+func (s *session) endTurn()  { <-s.turn }
 
 // errReleased: the session was released before a check could run.
 var errReleased = errors.New("namedlock: session already released")
@@ -63,8 +80,8 @@ var errReleased = errors.New("namedlock: session already released")
 // without a loss. The check is ended by bg.
 func (s *session) check(bg context.Context, timeout time.Duration, since time.Time) error {
 	deadline := time.Now().Add(timeout) // counting any wait for the turn
-	s.lock()
-	defer s.unlock()
+	s.takeTurn()
+	defer s.endTurn()
 	if s.provenSince(since) {
 		return nil
 	}
@@ -141,8 +158,8 @@ func (s *session) release(ctx context.Context, timeout time.Duration) error {
 	if timeout > 0 {
 		deadline = time.Now().Add(timeout) // counting any wait for the turn
 	}
-	s.lock()
-	defer s.unlock()
+	s.takeTurn()
+	defer s.endTurn()
 	if s.gone {
 		return s.lostErr // a failed check discarded the link first
 	}

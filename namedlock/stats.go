@@ -28,31 +28,3 @@ type counters struct {
 	handoffs, serverAcquired, cancelledWaits atomic.Int64
 	waitNanos                                atomic.Int64
 }
-
-// Stats returns a snapshot of the Locker's state and counters.
-func (l *Locker) Stats() Stats {
-	c := &l.stats
-	return Stats{
-		Held:               int(c.held.Load()),
-		Waiting:            int(c.waiting.Load()),
-		Queued:             l.queued(),
-		Acquired:           c.acquired.Load(),
-		NotAcquired:        c.notAcquired.Load(),
-		Lost:               c.lost.Load(),
-		Handoffs:           c.handoffs.Load(),
-		ServerAcquisitions: c.serverAcquired.Load(),
-		CancelledWaits:     c.cancelledWaits.Load(),
-		WaitDuration:       time.Duration(c.waitNanos.Load()),
-	}
-}
-
-// queued counts the callers queued locally behind another caller.
-func (l *Locker) queued() int {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	n := 0
-	for _, q := range l.queues {
-		n += len(q.waiters)
-	}
-	return n
-}

@@ -41,7 +41,7 @@ type stmtBuf struct {
 	vals [3]driver.Value
 }
 
-var stmtBufs = sync.Pool{New: func() any { return new(stmtBuf) }}
+var stmtBufs sync.Pool // of *stmtBuf
 
 // queryInts runs query with args on the pinned connection conn and stores
 // its one row in dest, one element per column. A zero deadline leaves the
@@ -120,7 +120,10 @@ func queryInts(ctx context.Context, conn *sql.Conn, deadline time.Time, dest []s
 // queryDirect runs query on the driver connection q. ran is false when the
 // driver would prepare it (driver.ErrSkip): database/sql must do that.
 func queryDirect(ctx context.Context, q driver.QueryerContext, dest []sql.NullInt64, query string, args []any) (ran bool, err error) {
-	b := stmtBufs.Get().(*stmtBuf)
+	b, _ := stmtBufs.Get().(*stmtBuf)
+	if b == nil {
+		b = new(stmtBuf)
+	}
 	defer func() {
 		*b = stmtBuf{}
 		stmtBufs.Put(b)
@@ -245,12 +248,4 @@ func setSessionID(conn *sql.Conn, id int64) {
 		}
 		return nil
 	})
-}
-
-// discard closes conn so that database/sql never reuses it: the driver is
-// told the connection is bad. The server ends the session, and with it every
-// lock it holds, when it sees the socket close.
-func discard(conn *sql.Conn) {
-	_ = conn.Raw(func(any) error { return driver.ErrBadConn })
-	_ = conn.Close()
 }
