@@ -6,7 +6,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jmoiron/sqlx"
+
 	"github.com/namedlock/mysql/internal/mariadbtest"
+	"github.com/namedlock/mysql/internal/testdb"
 	"github.com/namedlock/mysql/namedlock"
 )
 
@@ -93,5 +96,71 @@ func TestStatementsPerDo(t *testing.T) {
 	}
 	if st := inst.locker.Stats(); st.ServerAcquisitions != n+5 || st.Handoffs != 0 {
 		t.Errorf("Stats: %d server acquisitions and %d handoffs, want %d and 0", st.ServerAcquisitions, st.Handoffs, n+5)
+	}
+}
+
+// TestStatementsPerFencedSection counts, as the server sees them on a
+// private mariadbd, the statements of an uncontended Do and DoTx without
+// and with fencing: fencing adds exactly one (the mint) to each. DoTx's fn
+// runs one UPDATE.
+func TestStatementsPerFencedSection(t *testing.T) {
+	srv := mariadbtest.Start(t)
+	app := testdb.OpenDB(t, srv.DSN())
+	appx := sqlx.NewDb(app, "mysql")
+	table := fenceTable(t, app)
+	counter := counterTable(t, appx, 1)
+	plain := newInstance(t, srv.DSN(), namedlock.WithKeepAlive(20*time.Second))
+	fence := newInstance(t, srv.DSN(), namedlock.WithKeepAlive(20*time.Second), namedlock.WithFencing(app, table))
+	ctl, err := sql.Open("mysql", srv.DSN())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = ctl.Close() })
+	conn, err := ctl.Conn(context.Background())
+	if err != nil {
+		t.Fatalf("control connection: %v", err)
+	}
+	t.Cleanup(func() { _ = conn.Close() })
+
+	ctx := context.Background()
+	upd := func(ctx context.Context, tx *sqlx.Tx) error {
+		_, err := tx.ExecContext(ctx, "UPDATE "+counter+" SET v = v + 1 WHERE id = 1")
+		return err
+	}
+	kinds := []struct {
+		name string
+		run  func() error
+	}{
+		{"Do", func() error { return plain.locker.Do(ctx, "stmts", nothing) }},
+		{"fenced Do", func() error { return fence.locker.Do(ctx, "stmts-f", nothing) }},
+		{"DoTx", func() error { return plain.locker.DoTx(ctx, "stmts", appx, nil, upd) }},
+		{"fenced DoTx", func() error { return fence.locker.DoTx(ctx, "stmts-f", appx, nil, upd) }},
+	}
+	const n = 50
+	per := make(map[string]int64)
+	for _, k := range kinds {
+		for range 5 { // warm up: connections open, the fence table verified
+			if err := k.run(); err != nil {
+				t.Fatalf("%s: %v", k.name, err)
+			}
+		}
+		q0, _ := serverCounters(t, conn)
+		q1, p1 := serverCounters(t, conn)
+		own := q1 - q0
+		for range n {
+			if err := k.run(); err != nil {
+				t.Fatalf("%s: %v", k.name, err)
+			}
+		}
+		q2, p2 := serverCounters(t, conn)
+		stmts := q2 - q1 - own
+		if stmts%n != 0 {
+			t.Errorf("%s: %d statements for %d sections, not a whole number per section", k.name, stmts, n)
+		}
+		per[k.name] = stmts / n
+		t.Logf("%-12s %d statements per section (%d server-side prepares in %d)", k.name, stmts/n, p2-p1, n)
+	}
+	if per["fenced Do"] != per["Do"]+1 || per["fenced DoTx"] != per["DoTx"]+1 || per["Do"] != 2 {
+		t.Errorf("statements per section %v: want Do 2, fenced Do = Do + 1, fenced DoTx = DoTx + 1", per)
 	}
 }

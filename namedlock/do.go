@@ -92,9 +92,25 @@ func (l *Locker) releaseAll(locks []*Lock) error {
 	return errors.Join(errs...)
 }
 
-// run runs fn under the held locks and releases them, even on panic.
+// run runs fn under the held locks and releases them, even on panic; it
+// returns fn's error joined with the release's.
 func (l *Locker) run(ctx context.Context, locks []*Lock, fn func(ctx context.Context) error) error {
+	ferr, rerr := l.runSection(ctx, locks, fn)
+	if rerr == nil {
+		return ferr
+	}
+	return errors.Join(rerr, ferr)
+}
+
+// runSection runs fn under the held locks and releases them, even on
+// panic (the panic continues after the release). fn's ctx is cancelled,
+// with the loss as its cause, if a lock is lost while fn runs; with fencing
+// it carries the locks for TokenFromContext.
+func (l *Locker) runSection(ctx context.Context, locks []*Lock, fn func(ctx context.Context) error) (ferr, rerr error) {
 	fctx, cancel := context.WithCancelCause(ctx)
+	if l.cfg.fence != nil {
+		fctx = withLocks(fctx, locks)
+	}
 	l.mu.Lock()
 	for _, k := range locks {
 		if k.state != stateHeld {
@@ -110,12 +126,9 @@ func (l *Locker) run(ctx context.Context, locks []*Lock, fn func(ctx context.Con
 			cancel(context.Canceled)
 		}
 	}()
-	ferr := fn(fctx)
+	ferr = fn(fctx)
 	finished = true
-	rerr := l.releaseAll(locks)
+	rerr = l.releaseAll(locks)
 	cancel(context.Canceled)
-	if rerr == nil {
-		return ferr
-	}
-	return errors.Join(rerr, ferr)
+	return ferr, rerr
 }

@@ -60,11 +60,45 @@
 //
 // # What a lock is not
 //
-// A lock is not a fencing token. A process that pauses (GC, swap, a stopped
-// VM) after its last check may act after its lock is gone and granted
-// elsewhere; detection is bounded, not instantaneous. Named locks live in
-// one server's memory: they are not replicated, are lost on failover, and
-// are node-local on Galera (pool.Open refuses wsrep_on=ON).
+// A named lock alone is not a fencing token. A process that pauses (GC,
+// swap, a stopped VM) after its last check may act after its lock is gone
+// and granted elsewhere; detection is bounded, not instantaneous. Named
+// locks live in one server's memory: they are not replicated, are lost on
+// failover, and are node-local on Galera (pool.Open refuses wsrep_on=ON).
+//
+// # Fencing
+//
+// [WithFencing] adds what the lock alone cannot give: a fencing token per
+// holder, checked by the database itself. A fence table in the
+// application's database ([CreateFenceTable], once) holds one row per lock
+// name; each new holder, from the server or by a handoff, increments its
+// counter in one statement (INSERT … ON DUPLICATE KEY UPDATE token =
+// LAST_INSERT_ID(token + 1)), so tokens of one key strictly increase in the
+// order the lock was held. [Lock.Token] and [TokenFromContext] return it.
+//
+// In [Locker.DoTx] the mint is the transaction's first statement. It then
+// holds the fence row's lock until COMMIT or ROLLBACK, so a second fenced
+// transaction on the same key waits at its own mint until the first has
+// ended, and then reads everything it wrote: two fenced DoTx on one key
+// never interleave, even when the named lock was lost and granted
+// elsewhere, even when the old holder ignores its cancelled ctx and commits
+// late. The named lock keeps callers queued cheaply; the fence row keeps
+// them correct. The one cost: a stale transaction that stays open holds the
+// next holder back, until the server's innodb_lock_wait_timeout (50 s by
+// default) fails the waiting mint with [ErrFenceWait]. DoTx then tells the
+// truth about its transaction: nil exactly when it committed, an error
+// exactly when it rolled back.
+//
+// For work that is not one transaction on that database (a call to another
+// service, a file in object storage, a row written later), use the token of
+// Do or Acquire, minted in autocommit and never handed out twice, and make
+// the write itself conditional: the protected row carries the last token,
+// and the write is UPDATE … SET fence = token WHERE … AND fence < token
+// ([CheckFenced] turns "no row changed" into [ErrStaleToken]). A token
+// minted inside a DoTx that rolled back is minted again for the next
+// holder, so do not stamp DoTx tokens on writes outside its transaction.
+//
+// Without fencing nothing changes: no table, no extra statement.
 //
 // # Lock names
 //
@@ -87,4 +121,5 @@
 // RELEASE_LOCK on a pinned connection), behind the small backend and link
 // interfaces that the ordering tests fake; stmt.go runs its statements on
 // the driver connection; killer.go ends the sessions of cancelled waits.
+// fence.go mints fencing tokens; do.go and dotx.go wrap critical sections.
 package namedlock

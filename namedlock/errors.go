@@ -30,6 +30,17 @@ var (
 	ErrDeadlock = errors.New("namedlock: deadlock")
 	// ErrInvalidOption: an option passed to [NewLocker] is out of range.
 	ErrInvalidOption = errors.New("namedlock: invalid option")
+	// ErrFencing: fencing is configured ([WithFencing]) but cannot be
+	// used as asked: the fence table does not exist, or [Locker.DoTx] was
+	// given another database than the one that holds it. Nothing was
+	// locked or written.
+	ErrFencing = errors.New("namedlock: fencing misconfigured")
+	// ErrFenceWait: a fenced [Locker.DoTx] waited for the fence row longer
+	// than the server's innodb_lock_wait_timeout, because an earlier
+	// holder's transaction (one that lost its lock and did not end) still
+	// holds it. The transaction was rolled back. Such an error also matches
+	// ErrNotAcquired.
+	ErrFenceWait = errors.New("namedlock: fence row held by an earlier holder's open transaction")
 )
 
 // notAcquired builds the error of a wait that ended without the lock:

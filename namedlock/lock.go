@@ -2,6 +2,7 @@ package namedlock
 
 import (
 	"context"
+	"sync/atomic"
 	"time"
 )
 
@@ -25,6 +26,7 @@ type Lock struct {
 	sess     *session
 	key      string
 	acquired time.Time
+	token    atomic.Uint64 // the fencing token; 0 without fencing
 
 	// Guarded by l.mu.
 	state  lockState
@@ -40,6 +42,14 @@ func (k *Lock) Key() string { return k.key }
 // Name returns the lock's name on the server, as IS_USED_LOCK and the
 // process list show it: [keyfmt.Portable] of the key.
 func (k *Lock) Name() string { return k.q.name }
+
+// Token returns the lock's fencing token: 0 without fencing ([WithFencing]);
+// with it, a number strictly greater than the token of every earlier holder
+// of the same key. Locks from Acquire, TryAcquire, Do, TryDo and DoMulti get
+// a token minted outside any transaction, never handed out twice; in DoTx it
+// is minted inside the transaction (0 until then), and a transaction that
+// rolls back leaves its token to be minted again for the next holder.
+func (k *Lock) Token() uint64 { return k.token.Load() }
 
 // Done returns a channel that is closed when the lock is released, lost, or
 // taken back by [Locker.Close].

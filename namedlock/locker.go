@@ -101,26 +101,36 @@ func newLocker(b backend, cfg config, lease time.Duration) *Locker {
 // [ErrNotAcquired] and ctx.Err(); the server-side wait is ended at once and
 // its connection discarded, so no session of this process keeps waiting.
 func (l *Locker) Acquire(ctx context.Context, key string) (*Lock, error) {
-	return l.acquire(ctx, key, false)
+	return l.acquire(ctx, key, false, true)
 }
 
 // TryAcquire takes the lock named by key if it is free now, and otherwise
 // returns an error matching [ErrNotAcquired] without waiting for the holder.
 // It still waits for a pool connection, within ctx.
 func (l *Locker) TryAcquire(ctx context.Context, key string) (*Lock, error) {
-	return l.acquire(ctx, key, true)
+	return l.acquire(ctx, key, true, true)
 }
 
 // acquire takes key's lock: from a local holder or a lingering lock when it
 // can, otherwise at the server, after the callers of this Locker queued for
-// the same name before it.
-func (l *Locker) acquire(ctx context.Context, key string, try bool) (*Lock, error) {
+// the same name before it. With fencing, mint gives the new holder its
+// token (outside any transaction: DoTx mints its own inside).
+func (l *Locker) acquire(ctx context.Context, key string, try, mint bool) (*Lock, error) {
 	if key == "" {
 		return nil, fmt.Errorf("%w: empty key", ErrInvalidKey)
 	}
+	if f := l.cfg.fence; f != nil {
+		if err := f.verify(ctx); err != nil {
+			return nil, err
+		}
+	}
 	start := time.Now()
 	l.stats.waiting.Add(1)
-	k, handoff, err := l.take(ctx, key, keyfmt.Portable(key), try)
+	name := keyfmt.Portable(key)
+	k, handoff, err := l.take(ctx, key, name, try)
+	if err == nil && mint && l.cfg.fence != nil && k.Token() == 0 {
+		err = l.mintFor(ctx, k)
+	}
 	l.stats.waiting.Add(-1)
 	wait := time.Since(start)
 	l.stats.waitNanos.Add(int64(wait))
@@ -141,6 +151,33 @@ func (l *Locker) acquire(ctx context.Context, key string, try bool) (*Lock, erro
 	}
 	l.observe(Event{Key: key, Outcome: Acquired, Wait: wait, Handoff: handoff})
 	return k, nil
+}
+
+// mintFor gives k, just taken from the server, its token: it mints, in one
+// autocommit statement on the fence's database, a block of tokens, one for
+// k and one for each holder the session may be handed to
+// (WithHandoff's count), so that a handoff takes its token from the block
+// without a statement (newLock). Tokens stay strictly increasing across
+// holders: a block is minted above every token minted before it, and the
+// holders of one session take its block in order. If the mint fails, k is
+// given back and the error matches ErrNotAcquired.
+func (l *Locker) mintFor(ctx context.Context, k *Lock) error {
+	f := l.cfg.fence
+	n := uint64(l.cfg.maxHandoffs) + 1
+	tok, err := f.mint(ctx, f.db, k.q.name, n)
+	if err == nil {
+		l.mu.Lock()
+		k.token.Store(tok)
+		k.sess.tokenNext, k.sess.tokenLast = tok+1, tok+n-1
+		l.mu.Unlock()
+		return nil
+	}
+	l.stats.held.Add(1) // the release counts it down again
+	_ = k.releaseWithin(l.cfg.releaseTimeout, false)
+	if errors.Is(err, ErrNotAcquired) {
+		return err
+	}
+	return notAcquired(ctx, k.key, err)
 }
 
 // take returns a held lock, and whether it came by handoff, or an error.
@@ -248,9 +285,15 @@ func (l *Locker) takeAtServer(ctx context.Context, q *queue, key string, try boo
 	return k, nil
 }
 
-// newLock returns a held Lock on s for key.
+// newLock returns a held Lock on s for key, with the next token of s's
+// block when fencing (0 for a server acquisition: acquire mints). l.mu
+// held.
 func (l *Locker) newLock(q *queue, s *session, key string) *Lock {
-	return &Lock{l: l, q: q, sess: s, key: key, acquired: time.Now()}
+	k := &Lock{l: l, q: q, sess: s, key: key, acquired: time.Now()}
+	if l.cfg.fence != nil {
+		k.token.Store(s.nextToken())
+	}
+	return k
 }
 
 // advanceLocked is called when q's busy party is done without passing a

@@ -1,6 +1,7 @@
 package namedlock
 
 import (
+	"database/sql"
 	"fmt"
 	"time"
 )
@@ -39,6 +40,7 @@ type config struct {
 	maxHandoffTime time.Duration
 	releaseTimeout time.Duration
 	observer       func(Event)
+	fence          *fence // nil without fencing
 	errs           []error
 }
 
@@ -123,6 +125,27 @@ func WithReleaseTimeout(d time.Duration) Option {
 // Locker.
 func WithObserver(fn func(Event)) Option {
 	return func(c *config) { c.observer = fn }
+}
+
+// WithFencing makes every holder of every key get a fencing token
+// ([Lock.Token], [TokenFromContext]) minted in the fence table named table
+// (name or schema.name) of db, the application's database, which must
+// already exist ([CreateFenceTable]; it is never created implicitly, and a
+// missing table is reported before the first lock is taken). A token is
+// strictly greater than the token of any earlier holder of the same key,
+// whether the lock came from the server or by a handoff. [Locker.DoTx] on db
+// then mints the token inside its transaction, as its first statement,
+// which makes the database itself keep stale holders from committing: see
+// "Fencing" in the package documentation.
+func WithFencing(db *sql.DB, table string) Option {
+	return func(c *config) {
+		f, err := newFence(db, table)
+		if err != nil {
+			c.errs = append(c.errs, err)
+			return
+		}
+		c.fence = f
+	}
 }
 
 // positive returns an option that applies set when d is positive and

@@ -92,15 +92,9 @@ func (s *server) take(callerCtx, ctx context.Context, key, name string, try bool
 		return nil, fmt.Errorf("namedlock: lock connection for %q: %w", key, err)
 	}
 	p := &pinned{conn: conn, name: name, arg: name}
-	id := sessionID(conn)
 	var row [3]sql.NullInt64
-	known := id != 0
-	if known {
-		_, err = queryInts(callerCtx, conn, time.Time{}, row[:1], sqlTryLockKnown, p.arg)
-	} else {
-		_, err = queryInts(callerCtx, conn, time.Time{}, row[:], sqlTryLock, p.arg)
-		id = row[1].Int64
-	}
+	known, err := tryLock(callerCtx, conn, p.arg, &row)
+	id := row[1].Int64
 	if err != nil {
 		discardConn(conn)
 		return nil, s.getLockError(ctx, key, err)
@@ -119,10 +113,8 @@ func (s *server) take(callerCtx, ctx context.Context, key, name string, try bool
 			return nil, err
 		}
 	}
-	if !known {
-		if s.pooled {
-			setSessionID(conn, id) // later acquisitions on it send GET_LOCK alone
-		} else if waitTimeout != s.lease {
+	if !known && !s.pooled {
+		if waitTimeout != s.lease {
 			if _, err := conn.ExecContext(ctx, "SET SESSION wait_timeout = "+strconv.FormatInt(s.lease, 10)); err != nil {
 				discardConn(conn)
 				return nil, fmt.Errorf("namedlock: set the lease on the lock connection for %q: %w", key, err)

@@ -16,15 +16,18 @@ type session struct {
 	name string
 	link link
 
-	// turn serializes the statements on link: a statement runs while its
-	// caller holds the turn (a token in the buffered channel), which guards
-	// gone and lostErr. Lock order: turn before pmu. Locker.mu is never held
-	// together with either: no statement runs under Locker.mu. (A channel
-	// rather than a sync.Mutex, because it is held across a round trip: a
-	// goroutine waiting for it is then durably blocked for testing/synctest.)
-	turn    chan struct{}
-	gone    bool  // link released or discarded
-	lostErr error // why link was discarded after a failed check or release
+	// The statements on link run one at a time: a statement runs while its
+	// caller holds the turn (busy, taken and given back under turnMu and
+	// waited for on turnFree), which guards gone and lostErr. Lock order:
+	// the turn before pmu. Locker.mu is never held together with either: no
+	// statement runs under Locker.mu. (Not a plain sync.Mutex held across the
+	// round trip: a goroutine waiting in sync.Cond.Wait is durably blocked
+	// for testing/synctest, one waiting in Mutex.Lock is not.)
+	turnMu   sync.Mutex
+	turnFree sync.Cond // L is &turnMu
+	busy     bool
+	gone     bool  // link released or discarded
+	lostErr  error // why link was discarded after a failed check or release
 
 	// pmu guards the proof; it is never held across a statement.
 	pmu       sync.Mutex
@@ -36,6 +39,8 @@ type session struct {
 	handoffs   int       // local handoffs since then
 	proving    int       // holders that let go of it and wait in prove
 	lost       bool      // found lost: never handed on again
+	tokenNext  uint64    // with fencing: the next token of the block minted at
+	tokenLast  uint64    // the server acquisition, for the holders it is handed to
 
 	// Guarded by keeper.mu.
 	nextCheck time.Time // when the keep-alive checks it next
@@ -60,12 +65,39 @@ type link interface {
 
 // newSession returns the session of name held on link.
 func newSession(name string, ln link) *session {
-	return &session{name: name, link: ln, turn: make(chan struct{}, 1)}
+	s := &session{name: name, link: ln}
+	s.turnFree.L = &s.turnMu
+	return s
 }
 
-// takeTurn waits for the statement turn; endTurn gives it back.
-func (s *session) takeTurn() { s.turn <- struct{}{} }
-func (s *session) endTurn()  { <-s.turn }
+// takeTurn waits for the statement turn.
+func (s *session) takeTurn() {
+	s.turnMu.Lock()
+	for s.busy {
+		s.turnFree.Wait()
+	}
+	s.busy = true
+	s.turnMu.Unlock()
+}
+
+// endTurn gives the statement turn back.
+func (s *session) endTurn() {
+	s.turnMu.Lock()
+	s.busy = false
+	s.turnMu.Unlock()
+	s.turnFree.Signal()
+}
+
+// nextToken takes the next fencing token of the session's block, or 0 when
+// there is none left (the holder then mints). Locker.mu held.
+func (s *session) nextToken() uint64 {
+	if s.tokenNext == 0 || s.tokenNext > s.tokenLast {
+		return 0
+	}
+	t := s.tokenNext
+	s.tokenNext++
+	return t
+}
 
 // errReleased: the session was released before a check could run.
 var errReleased = errors.New("namedlock: session already released")

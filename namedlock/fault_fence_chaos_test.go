@@ -1,0 +1,251 @@
+package namedlock_test
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"math/rand/v2"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/jmoiron/sqlx"
+
+	"github.com/namedlock/mysql/internal/testdb"
+	"github.com/namedlock/mysql/keyfmt"
+	"github.com/namedlock/mysql/namedlock"
+)
+
+// fenceChaos is what one run of the fencing chaos workload counted.
+type fenceChaos struct {
+	fenced        bool
+	calls         int64 // DoTx calls
+	returnedNil   int64 // DoTx that returned nil
+	zombies       int64 // sections that ignored their cancelled ctx
+	kills         int64 // lock sessions KILLed
+	committed     int64 // history rows: transactions that committed
+	counter       int64 // the counter's final value
+	committedErr  int64 // committed transactions whose DoTx returned an error
+	nilNotCommit  int64 // DoTx that returned nil without a committed row
+	tokensOrdered bool  // committed tokens strictly increase in commit order
+	lost          int64 // lost updates: committed - counter
+}
+
+// TestFaultFencingChaos: 4 Lockers (each with its own lock pool and its own
+// application pool) × 8 goroutines run fenced DoTx on one key for 4 s: read
+// a counter, pause 1-4 ms, write it back plus one, and log (section, token)
+// in a history table, in the same transaction. Every 40 ms the lock
+// session of the current holder is KILLed, and 15 % of the sections are
+// zombies: they run their statements on context.Background(), ignoring the
+// cancelled ctx, and so try to commit after their lock was lost.
+//
+// With fencing the database keeps them in line: the final counter equals
+// the number of committed transactions (history rows), which equals the
+// number of DoTx that returned nil, and the committed tokens strictly
+// increase in commit order: no lost update. The same run without fencing
+// (the DoTx of before) is printed beside it, to show what fencing prevents;
+// its figures are not asserted.
+func TestFaultFencingChaos(t *testing.T) {
+	leakCheck(t)
+	srv := testdb.RequireReal(t)
+	on := runFenceChaos(t, srv, true)
+	off := runFenceChaos(t, srv, false)
+	t.Logf("%-32s %10s %10s", "4 instances x 8 goroutines, 4 s", "fenced", "unfenced")
+	for _, row := range []struct {
+		what    string
+		on, off int64
+	}{
+		{"DoTx calls", on.calls, off.calls},
+		{"lock sessions KILLed", on.kills, off.kills},
+		{"zombie sections", on.zombies, off.zombies},
+		{"committed (history rows)", on.committed, off.committed},
+		{"final counter", on.counter, off.counter},
+		{"lost updates", on.lost, off.lost},
+		{"DoTx returned nil", on.returnedNil, off.returnedNil},
+		{"committed but reported failed", on.committedErr, off.committedErr},
+		{"reported nil, not committed", on.nilNotCommit, off.nilNotCommit},
+	} {
+		t.Logf("%-32s %10d %10d", row.what, row.on, row.off)
+	}
+	t.Logf("%-32s %10v %10s", "tokens increase in commit order", on.tokensOrdered, "(no tokens)")
+
+	if on.kills == 0 || on.zombies == 0 || on.committed == 0 {
+		t.Fatalf("fenced run: %d kills, %d zombies, %d commits: the chaos did not happen", on.kills, on.zombies, on.committed)
+	}
+	if on.lost != 0 || on.counter != on.committed {
+		t.Errorf("fenced: counter %d, %d committed: %d lost updates", on.counter, on.committed, on.lost)
+	}
+	if on.returnedNil != on.committed || on.committedErr != 0 || on.nilNotCommit != 0 {
+		t.Errorf("fenced: %d DoTx returned nil, %d committed (%d committed but reported failed, %d reported nil but not committed)",
+			on.returnedNil, on.committed, on.committedErr, on.nilNotCommit)
+	}
+	if !on.tokensOrdered {
+		t.Error("fenced: committed tokens do not strictly increase in commit order")
+	}
+}
+
+// runFenceChaos runs the workload of TestFaultFencingChaos once.
+func runFenceChaos(t *testing.T, srv *testdb.Server, fenced bool) fenceChaos {
+	const (
+		instances = 4
+		workers   = 8
+		runFor    = 4 * time.Second
+		keepAlive = 100 * time.Millisecond
+	)
+	res := fenceChaos{fenced: fenced}
+	adm := faultAdmin(t, srv.DSN)
+	ctx := testCtx(t, 2*time.Minute)
+	base := tableName(t)
+	if fenced {
+		base += "_on"
+	} else {
+		base += "_off"
+	}
+	ctr, hist := base+"_c", base+"_h"
+	for _, q := range []string{
+		"CREATE TABLE " + ctr + " (id INT PRIMARY KEY, v BIGINT NOT NULL) ENGINE=InnoDB",
+		"INSERT INTO " + ctr + " VALUES (1, 0)",
+		"CREATE TABLE " + hist + " (id BIGINT AUTO_INCREMENT PRIMARY KEY, sec BIGINT NOT NULL, token BIGINT UNSIGNED NOT NULL) ENGINE=InnoDB",
+	} {
+		if _, err := adm.ExecContext(ctx, q); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Cleanup(func() { _, _ = adm.Exec("DROP TABLE IF EXISTS " + ctr + ", " + hist) })
+	table := ""
+	if fenced {
+		table = base + "_f"
+		if err := namedlock.CreateFenceTable(ctx, adm, table); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _, _ = adm.Exec("DROP TABLE IF EXISTS " + table) })
+	}
+	key := keyfmt.Key(base, "counter")
+
+	type inst struct {
+		locker *namedlock.Locker
+		app    *sqlx.DB
+	}
+	insts := make([]inst, instances)
+	for i := range insts {
+		app := testdb.OpenDB(t, srv.DSN)
+		app.SetMaxOpenConns(workers + 2)
+		opts := []namedlock.Option{namedlock.WithKeepAlive(keepAlive), namedlock.WithCheckTimeout(time.Second)}
+		if fenced {
+			opts = append(opts, namedlock.WithFencing(app, table))
+		}
+		insts[i] = inst{locker: newInstance(t, srv.DSN, opts...).locker, app: sqlx.NewDb(app, "mysql")}
+	}
+
+	stop := make(chan struct{})
+	var chaos sync.WaitGroup
+	var kills atomic.Int64
+	chaos.Go(func() {
+		tick := time.NewTicker(40 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			select {
+			case <-stop:
+				return
+			case <-tick.C:
+			}
+			kctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+			if id, err := faultHolder(kctx, adm, keyfmt.Portable(key)); err == nil && id != 0 && faultKill(kctx, adm, id) == nil {
+				kills.Add(1)
+			}
+			cancel()
+		}
+	})
+
+	var (
+		seq, calls, zombies atomic.Int64
+		mu                  sync.Mutex
+		nilSecs             = map[int64]bool{}
+		wg                  sync.WaitGroup
+	)
+	deadline := time.Now().Add(runFor)
+	for i := range instances {
+		for w := range workers {
+			wg.Go(func() {
+				rng := rand.New(rand.NewPCG(uint64(i), uint64(w)))
+				in := insts[i]
+				for time.Now().Before(deadline) {
+					sec := seq.Add(1)
+					zombie := rng.IntN(100) < 15
+					pause := time.Duration(1+rng.IntN(4)) * time.Millisecond
+					calls.Add(1)
+					err := in.locker.DoTx(ctx, key, in.app, nil, func(fctx context.Context, tx *sqlx.Tx) error {
+						sctx := fctx
+						if zombie {
+							zombies.Add(1)
+							sctx = context.Background() // ignores the loss
+						}
+						var v int64
+						if err := tx.QueryRowContext(sctx, "SELECT v FROM "+ctr+" WHERE id = 1").Scan(&v); err != nil {
+							return err
+						}
+						time.Sleep(pause)
+						if _, err := tx.ExecContext(sctx, "UPDATE "+ctr+" SET v = ? WHERE id = 1", v+1); err != nil {
+							return err
+						}
+						tok, _ := namedlock.TokenFromContext(fctx)
+						_, err := tx.ExecContext(sctx, "INSERT INTO "+hist+" (sec, token) VALUES (?, ?)", sec, tok)
+						return err
+					})
+					if err == nil {
+						mu.Lock()
+						nilSecs[sec] = true
+						mu.Unlock()
+					} else if !errors.Is(err, namedlock.ErrLockLost) && !errors.Is(err, namedlock.ErrNotAcquired) &&
+						!errors.Is(err, context.Canceled) && !errors.Is(err, sql.ErrTxDone) {
+						t.Logf("DoTx (fenced %v): %v", fenced, err) // other failures, for the record
+					}
+				}
+			})
+		}
+	}
+	wg.Wait()
+	close(stop)
+	chaos.Wait()
+
+	res.calls, res.zombies, res.kills = calls.Load(), zombies.Load(), kills.Load()
+	res.returnedNil = int64(len(nilSecs))
+	if err := adm.QueryRowContext(ctx, "SELECT v FROM "+ctr+" WHERE id = 1").Scan(&res.counter); err != nil {
+		t.Fatal(err)
+	}
+	rows, err := adm.QueryContext(ctx, "SELECT sec, token FROM "+hist+" ORDER BY id")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	res.tokensOrdered = true
+	committed := map[int64]bool{}
+	var last uint64
+	for rows.Next() {
+		var sec int64
+		var tok uint64
+		if err := rows.Scan(&sec, &tok); err != nil {
+			t.Fatal(err)
+		}
+		committed[sec] = true
+		res.committed++
+		if !nilSecs[sec] {
+			res.committedErr++
+		}
+		if tok <= last {
+			res.tokensOrdered = false
+		}
+		last = tok
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	for sec := range nilSecs {
+		if !committed[sec] {
+			res.nilNotCommit++
+		}
+	}
+	res.lost = res.committed - res.counter
+	return res
+}

@@ -1,0 +1,240 @@
+package namedlock
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"sync/atomic"
+
+	"github.com/go-sql-driver/mysql"
+)
+
+// Fencing tokens (see "Fencing" in the package docs): a fence table in the
+// application's database holds one row per lock name and a counter that
+// every new holder increments in one statement.
+
+// DefaultFenceTable is a name for the fence table, for callers with no
+// reason to choose another.
+const DefaultFenceTable = "namedlock_fence"
+
+// errNumNoSuchTable is ER_NO_SUCH_TABLE (MySQL and MariaDB).
+const errNumNoSuchTable = 1146
+
+// errNumLockWaitTimeout is ER_LOCK_WAIT_TIMEOUT: an InnoDB row lock wait
+// passed innodb_lock_wait_timeout.
+const errNumLockWaitTimeout = 1205
+
+// fence mints tokens in one fence table.
+type fence struct {
+	db       *sql.DB // the application's database, holding the table
+	table    string  // as the caller named it
+	quoted   string  // as statements name it
+	verified atomic.Bool
+}
+
+// newFence validates table and returns a fence on db.
+func newFence(db *sql.DB, table string) (*fence, error) {
+	if db == nil {
+		return nil, fmt.Errorf("%w: WithFencing: nil *sql.DB", ErrInvalidOption)
+	}
+	quoted, err := quoteTable(table)
+	if err != nil {
+		return nil, fmt.Errorf("%w: WithFencing: %w", ErrInvalidOption, err)
+	}
+	return &fence{db: db, table: table, quoted: quoted}, nil
+}
+
+// quoteTable checks that table is "name" or "schema.name", each part 1-64
+// characters of A-Z a-z 0-9 _ $, and returns it quoted with backticks.
+func quoteTable(table string) (string, error) {
+	parts := strings.Split(table, ".")
+	if len(parts) > 2 {
+		return "", fmt.Errorf("table %q: want name or schema.name", table)
+	}
+	for i, p := range parts {
+		if len(p) == 0 || len(p) > 64 {
+			return "", fmt.Errorf("table %q: each part must be 1-64 characters", table)
+		}
+		for _, c := range []byte(p) {
+			if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '_' || c == '$') {
+				return "", fmt.Errorf("table %q: only A-Z a-z 0-9 _ $ are accepted", table)
+			}
+		}
+		parts[i] = "`" + p + "`"
+	}
+	return strings.Join(parts, "."), nil
+}
+
+// createStatement is the CREATE TABLE of a fence table: one row per lock
+// name (portable names are ASCII, at most 64 characters), one counter.
+func createStatement(quoted string) string {
+	return "CREATE TABLE IF NOT EXISTS " + quoted + " (" +
+		"name VARCHAR(64) CHARACTER SET ascii COLLATE ascii_bin NOT NULL PRIMARY KEY, " +
+		"token BIGINT UNSIGNED NOT NULL) ENGINE=InnoDB"
+}
+
+// CreateFenceTable creates the fence table named table (name or
+// schema.name) in db, the application's database, if it does not exist.
+// Call it once, explicitly, as for a migration: [WithFencing] never creates
+// it. The statement it runs is
+//
+//	CREATE TABLE IF NOT EXISTS `table` (
+//	  name VARCHAR(64) CHARACTER SET ascii COLLATE ascii_bin NOT NULL PRIMARY KEY,
+//	  token BIGINT UNSIGNED NOT NULL) ENGINE=InnoDB
+func CreateFenceTable(ctx context.Context, db *sql.DB, table string) error {
+	if db == nil {
+		return fmt.Errorf("%w: CreateFenceTable: nil *sql.DB", ErrInvalidOption)
+	}
+	quoted, err := quoteTable(table)
+	if err != nil {
+		return fmt.Errorf("%w: CreateFenceTable: %w", ErrInvalidOption, err)
+	}
+	if _, err := db.ExecContext(ctx, createStatement(quoted)); err != nil {
+		return fmt.Errorf("namedlock: create the fence table %s: %w", quoted, err)
+	}
+	return nil
+}
+
+// verify makes sure, once per Locker and before its first lock, that the
+// fence table exists: a missing table is an error that names it and the
+// statement that creates it.
+func (f *fence) verify(ctx context.Context) error {
+	if f.verified.Load() {
+		return nil
+	}
+	var n int
+	err := f.db.QueryRowContext(ctx, "SELECT COUNT(*) FROM "+f.quoted+" WHERE 1 = 0").Scan(&n)
+	var me *mysql.MySQLError
+	switch {
+	case errors.As(err, &me) && me.Number == errNumNoSuchTable:
+		return fmt.Errorf("%w: the fence table %s does not exist: create it once with namedlock.CreateFenceTable (%s)", ErrFencing, f.quoted, createStatement(f.quoted))
+	case err != nil:
+		return fmt.Errorf("namedlock: check the fence table %s: %w", f.quoted, err)
+	}
+	f.verified.Store(true)
+	return nil
+}
+
+// execer runs a statement: a *sql.DB (autocommit) or a transaction.
+type execer interface {
+	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
+}
+
+// mintStatement is the one statement that mints name's next n tokens: it
+// moves the row's counter up by n (from 0 for a new row) and returns the new
+// value as LAST_INSERT_ID. name is a server lock name (keyfmt.Portable: a-z
+// 0-9 - _ . : / #, never a quote or a backslash), so it is written into the
+// statement as a literal and the statement needs no server-side prepare,
+// whatever the DSN of db says.
+func (f *fence) mintStatement(name string, n uint64) string {
+	ns := strconv.FormatUint(n, 10)
+	return "INSERT INTO " + f.quoted + " (name, token) VALUES ('" + name + "', LAST_INSERT_ID(" + ns + ")) " +
+		"ON DUPLICATE KEY UPDATE token = LAST_INSERT_ID(token + " + ns + ")"
+}
+
+// literalSafe reports whether name can be written into a statement as a
+// single-quoted literal as is.
+func literalSafe(name string) bool {
+	for _, c := range []byte(name) {
+		if c == '\'' || c == '\\' || c < ' ' || c > '~' {
+			return false
+		}
+	}
+	return name != ""
+}
+
+// mint runs the mint statement for name's next n tokens on ex and returns
+// the first of them: on the application's pool (autocommit: the tokens are
+// never handed out again) or inside a transaction (the row then stays
+// locked by it until it ends).
+func (f *fence) mint(ctx context.Context, ex execer, name string, n uint64) (uint64, error) {
+	var res sql.Result
+	var err error
+	if literalSafe(name) {
+		res, err = ex.ExecContext(ctx, f.mintStatement(name, n))
+	} else {
+		res, err = ex.ExecContext(ctx, "INSERT INTO "+f.quoted+" (name, token) VALUES (?, LAST_INSERT_ID(?)) "+
+			"ON DUPLICATE KEY UPDATE token = LAST_INSERT_ID(token + ?)", name, n, n)
+	}
+	if err != nil {
+		var me *mysql.MySQLError
+		if errors.As(err, &me) && me.Number == errNumLockWaitTimeout {
+			return 0, fmt.Errorf("%w: %w: %q: an earlier holder's transaction kept the fence row locked past innodb_lock_wait_timeout: %w", ErrNotAcquired, ErrFenceWait, name, err)
+		}
+		return 0, fmt.Errorf("namedlock: mint a fencing token for %q in %s: %w", name, f.quoted, err)
+	}
+	last, err := res.LastInsertId()
+	if err != nil || uint64(last) < n {
+		return 0, fmt.Errorf("namedlock: mint a fencing token for %q in %s: no token returned (%v)", name, f.quoted, err)
+	}
+	return uint64(last) - n + 1, nil
+}
+
+// ErrStaleToken is returned by [CheckFenced] when a fenced write changed
+// nothing: a later holder of the lock wrote with a greater token first (or
+// the row does not exist).
+var ErrStaleToken = errors.New("namedlock: fenced write rejected: a later holder wrote first")
+
+// CheckFenced checks the result of a fenced write outside [Locker.DoTx]: an
+// UPDATE that sets the row's fence column to the holder's token and
+// matches only a row whose fence is smaller, for example
+//
+//	err := namedlock.CheckFenced(db.ExecContext(ctx,
+//		"UPDATE products SET stock = ?, fence = ? WHERE id = ? AND fence < ?",
+//		stock, token, id, token))
+//
+// It returns err when err is not nil, [ErrStaleToken] when the statement
+// changed no row, and nil otherwise. Because the write moves the fence
+// forward, a matched row always counts as changed; use one such write per
+// token, or several in one transaction.
+func CheckFenced(res sql.Result, err error) error {
+	if err != nil {
+		return err
+	}
+	n, err := res.RowsAffected()
+	if err != nil {
+		return err
+	}
+	if n == 0 {
+		return ErrStaleToken
+	}
+	return nil
+}
+
+// tokenKey is the context key under which fn's ctx carries its locks.
+type tokenKey struct{}
+
+// withLocks returns ctx carrying locks, for TokenFromContext.
+func withLocks(ctx context.Context, locks []*Lock) context.Context {
+	return context.WithValue(ctx, tokenKey{}, locks)
+}
+
+// TokenFromContext returns the fencing token of the lock held by the Do,
+// TryDo or DoTx whose fn received ctx (or a ctx derived from it), and true;
+// 0 and false without fencing, outside such a fn, and in DoMulti with more
+// than one key (use [KeyTokenFromContext]).
+func TokenFromContext(ctx context.Context) (uint64, bool) {
+	locks, _ := ctx.Value(tokenKey{}).([]*Lock)
+	if len(locks) != 1 {
+		return 0, false
+	}
+	t := locks[0].Token()
+	return t, t != 0
+}
+
+// KeyTokenFromContext returns the fencing token of the lock on key held by
+// the Do, TryDo, DoTx or DoMulti whose fn received ctx, and true; 0 and
+// false without fencing or when key is not one of its keys.
+func KeyTokenFromContext(ctx context.Context, key string) (uint64, bool) {
+	locks, _ := ctx.Value(tokenKey{}).([]*Lock)
+	for _, k := range locks {
+		if k.key == key {
+			t := k.Token()
+			return t, t != 0
+		}
+	}
+	return 0, false
+}
