@@ -6,10 +6,11 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
-	"strings"
 	"sync/atomic"
 
 	"github.com/go-sql-driver/mysql"
+
+	"github.com/namedlock/mysql/internal/sqlident"
 )
 
 // Fencing tokens (see "Fencing" in the package docs): a fence table in the
@@ -40,32 +41,11 @@ func newFence(db *sql.DB, table string) (*fence, error) {
 	if db == nil {
 		return nil, fmt.Errorf("%w: WithFencing: nil *sql.DB", ErrInvalidOption)
 	}
-	quoted, err := quoteTable(table)
+	quoted, err := sqlident.Quote(table)
 	if err != nil {
 		return nil, fmt.Errorf("%w: WithFencing: %w", ErrInvalidOption, err)
 	}
 	return &fence{db: db, table: table, quoted: quoted}, nil
-}
-
-// quoteTable checks that table is "name" or "schema.name", each part 1-64
-// characters of A-Z a-z 0-9 _ $, and returns it quoted with backticks.
-func quoteTable(table string) (string, error) {
-	parts := strings.Split(table, ".")
-	if len(parts) > 2 {
-		return "", fmt.Errorf("table %q: want name or schema.name", table)
-	}
-	for i, p := range parts {
-		if len(p) == 0 || len(p) > 64 {
-			return "", fmt.Errorf("table %q: each part must be 1-64 characters", table)
-		}
-		for _, c := range []byte(p) {
-			if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '_' || c == '$') {
-				return "", fmt.Errorf("table %q: only A-Z a-z 0-9 _ $ are accepted", table)
-			}
-		}
-		parts[i] = "`" + p + "`"
-	}
-	return strings.Join(parts, "."), nil
 }
 
 // createStatement is the CREATE TABLE of a fence table: one row per lock
@@ -88,7 +68,7 @@ func CreateFenceTable(ctx context.Context, db *sql.DB, table string) error {
 	if db == nil {
 		return fmt.Errorf("%w: CreateFenceTable: nil *sql.DB", ErrInvalidOption)
 	}
-	quoted, err := quoteTable(table)
+	quoted, err := sqlident.Quote(table)
 	if err != nil {
 		return fmt.Errorf("%w: CreateFenceTable: %w", ErrInvalidOption, err)
 	}

@@ -30,8 +30,9 @@ const (
 	DefaultReleaseTimeout = 5 * time.Second
 )
 
-// Option configures a [Locker].
-type Option func(*config)
+// Option configures a [Locker]. An option out of range makes [NewLocker]
+// fail with an error matching [ErrInvalidOption] (and [New] panic).
+type Option func(*config) error
 
 type config struct {
 	keepAlive      time.Duration
@@ -41,7 +42,6 @@ type config struct {
 	releaseTimeout time.Duration
 	observer       func(Event)
 	fence          *fence // nil without fencing
-	errs           []error
 }
 
 func defaultConfig() config {
@@ -54,20 +54,15 @@ func defaultConfig() config {
 	}
 }
 
-func (c *config) invalid(format string, args ...any) {
-	c.errs = append(c.errs, fmt.Errorf("%w: "+format, append([]any{ErrInvalidOption}, args...)...))
-}
-
 // newConfig applies opts to the defaults and validates the result against
 // the lock pool's lease: the keep-alive must detect a dead session before
 // the server's lease can hand the lock to someone else.
 func newConfig(opts []Option, lease time.Duration) (config, error) {
 	c := defaultConfig()
 	for _, opt := range opts {
-		opt(&c)
-	}
-	if len(c.errs) > 0 {
-		return c, c.errs[0]
+		if err := opt(&c); err != nil {
+			return c, err
+		}
 	}
 	if c.keepAlive+c.checkTimeout >= lease {
 		return c, fmt.Errorf("%w: keep-alive %v + check timeout %v must be shorter than the lock pool's lease %v (pool.WithLease), or a vanished holder's lock could be granted elsewhere before the holder is told",
@@ -102,12 +97,12 @@ func WithCheckTimeout(d time.Duration) Option {
 // takes it over, which counts as a handoff. WithHandoff(0, 0) disables
 // handoff.
 func WithHandoff(maxCount int, maxTime time.Duration) Option {
-	return func(c *config) {
+	return func(c *config) error {
 		if maxCount < 0 || maxTime < 0 {
-			c.invalid("WithHandoff(%d, %v): must not be negative", maxCount, maxTime)
-			return
+			return fmt.Errorf("%w: WithHandoff(%d, %v): must not be negative", ErrInvalidOption, maxCount, maxTime)
 		}
 		c.maxHandoffs, c.maxHandoffTime = maxCount, maxTime
+		return nil
 	}
 }
 
@@ -124,7 +119,7 @@ func WithReleaseTimeout(d time.Duration) Option {
 // package. fn must be fast, safe for concurrent use, and must not call the
 // Locker.
 func WithObserver(fn func(Event)) Option {
-	return func(c *config) { c.observer = fn }
+	return func(c *config) error { c.observer = fn; return nil }
 }
 
 // WithFencing makes every holder of every key get a fencing token
@@ -138,24 +133,24 @@ func WithObserver(fn func(Event)) Option {
 // which makes the database itself keep stale holders from committing: see
 // "Fencing" in the package documentation.
 func WithFencing(db *sql.DB, table string) Option {
-	return func(c *config) {
+	return func(c *config) error {
 		f, err := newFence(db, table)
 		if err != nil {
-			c.errs = append(c.errs, err)
-			return
+			return err
 		}
 		c.fence = f
+		return nil
 	}
 }
 
 // positive returns an option that applies set when d is positive and
-// records an ErrInvalidOption naming the option otherwise.
+// fails with ErrInvalidOption, naming the option, otherwise.
 func positive(option string, d time.Duration, set func(*config)) Option {
-	return func(c *config) {
+	return func(c *config) error {
 		if d <= 0 {
-			c.invalid("%s(%v): must be positive", option, d)
-			return
+			return fmt.Errorf("%w: %s(%v): must be positive", ErrInvalidOption, option, d)
 		}
 		set(c)
+		return nil
 	}
 }

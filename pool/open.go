@@ -57,10 +57,9 @@ func Open(dsn string, opts ...Option) (*sql.DB, error) {
 func OpenContext(ctx context.Context, dsn string, opts ...Option) (*sql.DB, error) {
 	o := defaultOptions()
 	for _, opt := range opts {
-		opt(&o)
-	}
-	if o.err != nil {
-		return nil, o.err
+		if err := opt(&o); err != nil {
+			return nil, err
+		}
 	}
 	cfg, err := mysql.ParseDSN(dsn)
 	if err != nil {

@@ -19,14 +19,14 @@ const (
 	DefaultConnectTimeout = 10 * time.Second
 )
 
-// Option configures [Open].
-type Option func(*options)
+// Option configures [Open]. An option out of range makes Open fail with an
+// error that names it.
+type Option func(*options) error
 
 type options struct {
 	maxConns       int
 	lease          time.Duration
 	connectTimeout time.Duration
-	err            error
 }
 
 func defaultOptions() options {
@@ -38,44 +38,38 @@ func defaultOptions() options {
 // share one connection, see namedlock). All n are kept idle for reuse.
 // n must be at least 1.
 func WithMaxConns(n int) Option {
-	return func(o *options) {
+	return func(o *options) error {
 		if n < 1 {
-			o.setErr(fmt.Errorf("pool: WithMaxConns(%d): must be at least 1", n))
-			return
+			return fmt.Errorf("pool: WithMaxConns(%d): must be at least 1", n)
 		}
 		o.maxConns = n
+		return nil
 	}
 }
 
-// WithLease sets the session wait_timeout of lock connections, in whole
-// seconds (rounded up). It must be at least 2 s, and it must be longer than
-// the keep-alive interval plus check timeout of the lockers using the pool
-// (namedlock validates that and sets its own lease on connections that
-// differ).
+// WithLease sets the lease: the session wait_timeout of lock connections, in
+// whole seconds (rounded up), so that a holder whose host vanished loses its
+// locks this long after its last statement. It is the one place the lease
+// is set: a namedlock.Locker on the pool reads it, and refuses a keep-alive
+// interval plus check timeout that is not shorter. It must be at least 2 s.
 func WithLease(d time.Duration) Option {
-	return func(o *options) {
+	return func(o *options) error {
 		if d < 2*time.Second {
-			o.setErr(fmt.Errorf("pool: WithLease(%v): must be at least 2s", d))
-			return
+			return fmt.Errorf("pool: WithLease(%v): must be at least 2s", d)
 		}
 		o.lease = d
+		return nil
 	}
 }
 
 // WithConnectTimeout bounds the ping and probe that [Open] runs. It must be
 // positive.
 func WithConnectTimeout(d time.Duration) Option {
-	return func(o *options) {
+	return func(o *options) error {
 		if d <= 0 {
-			o.setErr(fmt.Errorf("pool: WithConnectTimeout(%v): must be positive", d))
-			return
+			return fmt.Errorf("pool: WithConnectTimeout(%v): must be positive", d)
 		}
 		o.connectTimeout = d
-	}
-}
-
-func (o *options) setErr(err error) {
-	if o.err == nil {
-		o.err = err
+		return nil
 	}
 }

@@ -2,10 +2,10 @@ package schedlock
 
 import (
 	"fmt"
-	"regexp"
-	"strings"
 	"time"
 	"unicode/utf8"
+
+	"github.com/namedlock/mysql/internal/sqlident"
 )
 
 // DefaultTable is the lock table's name when WithTable is not given; it is
@@ -26,23 +26,14 @@ type settings struct {
 	unlockTimeout time.Duration
 }
 
-var identRE = regexp.MustCompile(`^[A-Za-z0-9_]{1,64}$`)
-
 // WithTable sets the lock table: an identifier of 1 to 64 letters, digits or
 // underscores, optionally qualified by a database name the same way
 // ("jobs.shedlock"). It is quoted with backticks in every statement. The
 // default is DefaultTable.
 func WithTable(name string) Option {
 	return func(s *settings) error {
-		parts := strings.Split(name, ".")
-		if len(parts) > 2 {
-			return fmt.Errorf("%w: table name %q: at most one dot (database.table)", ErrInvalidConfig, name)
-		}
-		for _, part := range parts {
-			if !identRE.MatchString(part) {
-				return fmt.Errorf("%w: table name %q: each part must match [A-Za-z0-9_]{1,64}",
-					ErrInvalidConfig, name)
-			}
+		if _, err := sqlident.Quote(name); err != nil {
+			return fmt.Errorf("%w: %w", ErrInvalidConfig, err)
 		}
 		s.table = name
 		return nil

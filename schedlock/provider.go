@@ -7,10 +7,11 @@ import (
 	"encoding/hex"
 	"fmt"
 	"os"
-	"strings"
 	"sync"
 	"time"
 	"unicode/utf8"
+
+	"github.com/namedlock/mysql/internal/sqlident"
 )
 
 // A Provider takes and releases job locks in one ShedLock table on behalf of
@@ -83,12 +84,11 @@ func (p *Provider) CreateTable(ctx context.Context) error {
 	return nil
 }
 
+// quoteTable quotes a table name that WithTable (or DefaultTable) has
+// already checked.
 func quoteTable(name string) string {
-	parts := strings.Split(name, ".")
-	for i, part := range parts {
-		parts[i] = "`" + part + "`"
-	}
-	return strings.Join(parts, ".")
+	q, _ := sqlident.Quote(name)
+	return q
 }
 
 func defaultLockedBy() string {
