@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"sync/atomic"
 
@@ -187,9 +188,10 @@ func CheckFenced(res sql.Result, err error) error {
 // tokenKey is the context key under which fn's ctx carries its locks.
 type tokenKey struct{}
 
-// withLocks returns ctx carrying locks, for TokenFromContext.
+// withLocks returns ctx carrying a copy of locks, for TokenFromContext (a
+// copy, so that the caller's slice stays on its stack without fencing).
 func withLocks(ctx context.Context, locks []*Lock) context.Context {
-	return context.WithValue(ctx, tokenKey{}, locks)
+	return context.WithValue(ctx, tokenKey{}, slices.Clone(locks))
 }
 
 // TokenFromContext returns the fencing token of the lock held by the Do,
