@@ -13,6 +13,7 @@ import (
 	"github.com/go-co-op/gocron/v2"
 
 	"github.com/namedlock/mysql/internal/testdb"
+	"github.com/namedlock/mysql/keyfmt"
 	"github.com/namedlock/mysql/namedlock"
 	"github.com/namedlock/mysql/pool"
 	"github.com/namedlock/mysql/schedlock"
@@ -180,6 +181,58 @@ func TestAdapters(t *testing.T) {
 			t.Fatal(err)
 		}
 	})
+}
+
+// The named-lock adapter on Lockers with fencing: every Lock mints a token
+// (the fence row moves on once per holder), and exclusion is unchanged.
+func TestNamedLockerFenced(t *testing.T) {
+	t.Parallel()
+	srv := testdb.RequireReal(t)
+	ctx := context.Background()
+	app := testdb.OpenDB(t, srv.DSN)
+	fence := uniqueName(t)
+	if err := namedlock.CreateFenceTable(ctx, app, fence); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _, _ = app.Exec("DROP TABLE IF EXISTS `" + fence + "`") })
+	var lockers []gocron.Locker
+	for range 2 {
+		db, err := pool.Open(srv.DSN)
+		if err != nil {
+			t.Fatal(err)
+		}
+		l := namedlock.New(db, namedlock.WithFencing(app, fence))
+		t.Cleanup(func() { _ = l.Close(); _ = db.Close() })
+		lockers = append(lockers, NewNamedLocker(l))
+	}
+	job := testdb.UniqueName(t)
+	lk, err := lockers[0].Lock(ctx, job)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := lockers[1].Lock(ctx, job); !errors.Is(err, namedlock.ErrNotAcquired) {
+		t.Fatalf("second Lock: %v", err)
+	}
+	if err := lk.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	lk, err = lockers[1].Lock(ctx, job)
+	if err != nil {
+		t.Fatalf("Lock after Unlock: %v", err)
+	}
+	if err := lk.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	var rows int
+	var token uint64
+	name := keyfmt.Portable(keyfmt.Key(NamedKeyPrefix, job))
+	if err := app.QueryRowContext(ctx, "SELECT COUNT(*), COALESCE(MAX(token), 0) FROM `"+fence+"` WHERE name = ?", name).Scan(&rows, &token); err != nil {
+		t.Fatal(err)
+	}
+	// Two holders, each from the server: two blocks minted.
+	if rows != 1 || token < 2 {
+		t.Errorf("fence row of %q: %d rows, token %d; want one row moved on by both holders", name, rows, token)
+	}
 }
 
 func TestLeaseName(t *testing.T) {
