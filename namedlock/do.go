@@ -79,6 +79,25 @@ func canonicalKeys(keys []string) ([]string, error) {
 	return out, nil
 }
 
+// sectionContext returns the ctx of a section under locks: derived from
+// ctx, cancelled with the loss as its cause if one of them is lost, and,
+// with fencing, carrying them for TokenFromContext.
+func (l *Locker) sectionContext(ctx context.Context, locks []*Lock) (context.Context, context.CancelCauseFunc) {
+	fctx, cancel := context.WithCancelCause(ctx)
+	if l.cfg.fence != nil {
+		fctx = withLocks(fctx, locks)
+	}
+	l.mu.Lock()
+	for _, k := range locks {
+		if k.state != stateHeld {
+			cancel(k.err)
+		}
+		k.cancel = cancel
+	}
+	l.mu.Unlock()
+	return fctx, cancel
+}
+
 // releaseAll releases locks in reverse order of acquisition, each release
 // that goes to the server bounded by the release timeout (whose timer is
 // started only for such a release, not for a handoff).
@@ -107,18 +126,7 @@ func (l *Locker) run(ctx context.Context, locks []*Lock, fn func(ctx context.Con
 // with the loss as its cause, if a lock is lost while fn runs; with fencing
 // it carries the locks for TokenFromContext.
 func (l *Locker) runSection(ctx context.Context, locks []*Lock, fn func(ctx context.Context) error) (ferr, rerr error) {
-	fctx, cancel := context.WithCancelCause(ctx)
-	if l.cfg.fence != nil {
-		fctx = withLocks(fctx, locks)
-	}
-	l.mu.Lock()
-	for _, k := range locks {
-		if k.state != stateHeld {
-			cancel(k.err)
-		}
-		k.cancel = cancel
-	}
-	l.mu.Unlock()
+	fctx, cancel := l.sectionContext(ctx, locks)
 	finished := false
 	defer func() {
 		if !finished { // fn panicked or called runtime.Goexit

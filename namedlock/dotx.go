@@ -10,26 +10,30 @@ import (
 )
 
 // DoTx runs fn in a transaction on the application's primary pool db, under
-// the lock named by key: acquire, begin, fn, commit, release. The
-// transaction is committed before the lock is released, so the next holder
-// sees its writes. It is rolled back when fn returns an error or panics.
-// db must not be the lock pool.
+// the lock named by key, and commits it. It is rolled back when fn returns
+// an error or panics. db must not be the lock pool.
 //
-// Without fencing, a lock is not a fencing token: the transaction is also
-// rolled back when the lock is found lost before the commit (DoTx then
-// returns an error matching [ErrLockLost]), but a loss between the last
-// check and the COMMIT reaching the server cannot be detected, and a
-// committed transaction can then be reported as failed.
+// Without fencing: acquire, begin, fn, commit, release. The transaction is
+// committed before the lock is released, so the next holder sees its
+// writes. It is also rolled back when the lock is found lost before the
+// commit (DoTx then returns an error matching [ErrLockLost]), but a lock is
+// not a fencing token: a loss between the last check and the COMMIT
+// reaching the server cannot be detected, and a committed transaction can
+// then be reported as failed.
 //
 // With fencing ([WithFencing]; db must be the database given there), the
-// transaction's first statement mints the holder's token
-// ([TokenFromContext]), which locks the key's fence row until the
+// transaction's first statement after the lock is taken mints the holder's
+// token ([TokenFromContext]), which locks the key's fence row until the
 // transaction ends: two fenced DoTx on one key never interleave, even when
 // the named lock was lost and granted elsewhere, even when fn ignores its
-// cancelled ctx and commits late. DoTx then returns nil exactly when the
-// transaction committed and an error exactly when it rolled back; a loss of
-// the named lock after the mint does not fail work the fence kept safe, and
-// is reported through [Locker.Stats] and the observer instead.
+// cancelled ctx and commits late. Because the fence row orders the commits,
+// a fenced DoTx begins its transaction before it waits for the lock and
+// lets the lock go as its COMMIT is sent: the next holder starts at once,
+// and its mint waits for this COMMIT, then reads what it wrote — the way
+// InnoDB lets a row lock go at the commit. DoTx then returns nil exactly
+// when the transaction committed and an error exactly when it rolled back;
+// a loss of the named lock after the mint does not fail work the fence kept
+// safe, and is reported through [Locker.Stats] and the observer instead.
 func (l *Locker) DoTx(ctx context.Context, key string, db *sqlx.DB, opts *sql.TxOptions, fn func(ctx context.Context, tx *sqlx.Tx) error) error {
 	if db == nil {
 		return fmt.Errorf("%w: DoTx: nil *sqlx.DB", ErrInvalidOption)
@@ -38,22 +42,16 @@ func (l *Locker) DoTx(ctx context.Context, key string, db *sqlx.DB, opts *sql.Tx
 	if f != nil && db.DB != f.db {
 		return fmt.Errorf("%w: DoTx %q: db is not the *sql.DB given to WithFencing, which holds the fence table %s: its transaction could not be fenced", ErrFencing, key, f.quoted)
 	}
+	if f != nil {
+		return l.fencedDoTx(ctx, key, db, opts, fn)
+	}
 	k, err := l.acquire(ctx, key, false, false)
 	if err != nil {
 		return err
 	}
-	if f == nil {
-		return l.run(ctx, []*Lock{k}, func(fctx context.Context) error {
-			return l.unfencedTx(fctx, k, db, opts, fn)
-		})
-	}
-	ferr, rerr := l.runSection(ctx, []*Lock{k}, func(fctx context.Context) error {
-		return l.fencedTx(ctx, fctx, k, db, opts, fn)
+	return l.run(ctx, []*Lock{k}, func(fctx context.Context) error {
+		return l.unfencedTx(fctx, k, db, opts, fn)
 	})
-	if ferr != nil && rerr != nil {
-		return errors.Join(rerr, ferr)
-	}
-	return ferr // nil: committed, whatever happened to the named lock since the mint
 }
 
 // unfencedTx runs fn in a transaction that is committed only if the lock
@@ -85,20 +83,31 @@ func (l *Locker) unfencedTx(ctx context.Context, k *Lock, db *sqlx.DB, opts *sql
 	return nil
 }
 
-// fencedTx runs fn in a transaction whose first statement mints k's token.
-// The transaction lives on ctx, the caller's: a loss of the named lock
-// cancels fctx (fn's), not the transaction, which the fence keeps safe
-// from the mint on. A loss before the mint fails the mint (fctx is done)
-// and nothing is written.
-func (l *Locker) fencedTx(ctx, fctx context.Context, k *Lock, db *sqlx.DB, opts *sql.TxOptions, fn func(ctx context.Context, tx *sqlx.Tx) error) error {
+// fencedDoTx is DoTx with fencing: begin (before the lock: off the path
+// that holders of the key take one after another), acquire, mint inside the
+// transaction, fn, then COMMIT while the lock is released (a goroutine of
+// this call, awaited before it returns). The transaction lives on ctx, the
+// caller's: a loss of the named lock cancels fn's ctx, not the transaction,
+// which the fence keeps safe from the mint on. A loss before the mint fails
+// the mint (fn's ctx is done) and nothing is written.
+func (l *Locker) fencedDoTx(ctx context.Context, key string, db *sqlx.DB, opts *sql.TxOptions, fn func(ctx context.Context, tx *sqlx.Tx) error) (err error) {
 	tx, err := db.BeginTxx(ctx, opts)
 	if err != nil {
-		return fmt.Errorf("namedlock: DoTx %q: begin: %w", k.key, err)
+		return fmt.Errorf("namedlock: DoTx %q: begin: %w", key, err)
 	}
-	committed := false
+	k, err := l.acquire(ctx, key, false, false)
+	if err != nil {
+		_ = tx.Rollback()
+		return err
+	}
+	locks := []*Lock{k}
+	fctx, cancel := l.sectionContext(ctx, locks)
+	defer cancel(context.Canceled)
+	finished := false
 	defer func() {
-		if !committed {
+		if !finished { // fn panicked or called runtime.Goexit
 			_ = tx.Rollback()
+			_ = l.releaseAll(locks)
 		}
 	}()
 	// The session's block of tokens (mintFor) ends here: this mint moves
@@ -107,19 +116,29 @@ func (l *Locker) fencedTx(ctx, fctx context.Context, k *Lock, db *sqlx.DB, opts 
 	k.sess.tokenNext = 0
 	l.mu.Unlock()
 	tok, err := l.cfg.fence.mint(fctx, tx, k.q.name, 1)
+	if err == nil {
+		k.token.Store(tok)
+		err = fn(fctx, tx)
+	} else if cause := context.Cause(fctx); fctx.Err() != nil && cause != nil {
+		err = errors.Join(cause, err)
+	}
+	finished = true
 	if err != nil {
-		if cause := context.Cause(fctx); fctx.Err() != nil && cause != nil {
-			return errors.Join(cause, err)
+		_ = tx.Rollback()
+		if rerr := l.releaseAll(locks); rerr != nil {
+			return errors.Join(rerr, err)
 		}
 		return err
 	}
-	k.token.Store(tok)
-	if err := fn(fctx, tx); err != nil {
-		return err
+	released := make(chan struct{})
+	go func() {
+		defer close(released)
+		_ = l.releaseAll(locks) // a loss found now is in Stats and the observer
+	}()
+	err = tx.Commit()
+	<-released
+	if err != nil {
+		return fmt.Errorf("namedlock: DoTx %q: commit: %w", key, err)
 	}
-	if err := tx.Commit(); err != nil {
-		return fmt.Errorf("namedlock: DoTx %q: commit: %w", k.key, err)
-	}
-	committed = true
 	return nil
 }
