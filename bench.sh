@@ -2,12 +2,16 @@
 # bench.sh runs the namedlock benchmarks against the test server (see
 # internal/testdb: $MYSQL_TEST_DSN, else 127.0.0.1:3306, ...) and prints a
 # markdown table of the ratios to their raw floors, with the targets of
-# issue 4. The raw `go test -bench` output goes to standard error (and to
-# $BENCH_OUT if set); the table to standard output.
+# issue 4, and of the use-case benchmarks (a section that sells one unit of
+# stock, against SELECT … FOR UPDATE and the raw GET_LOCK sequence) with the
+# targets of issue 12. The raw `go test -bench` output goes to standard error
+# (and to $BENCH_OUT if set); the table to standard output.
 #
-#   ./bench.sh                 # -benchtime=2s -count=5 (about 3 minutes)
+#   ./bench.sh                 # -benchtime=2s -count=5
 #   ./bench.sh -short          # -benchtime=100x -count=1: proves they run (CI)
 #   BENCHTIME=5s COUNT=3 BENCH='HotKey|TwoInstances' ./bench.sh
+#   BENCH='UseCase' ./bench.sh                   # the use-case benchmarks only
+#   BENCH='UseCaseFlashSale' BENCHTIME=30s ./bench.sh   # rounds deep enough for 256 callers
 #   NAMEDLOCK_BENCH_HANDOFF=64,10ms ./bench.sh   # other handoff bounds
 #
 # Extra arguments go to `go test` (e.g. -cpuprofile cpu.out). Timing is never

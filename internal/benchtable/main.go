@@ -1,7 +1,8 @@
 // Command benchtable reads the output of `go test -bench` for package
 // namedlock on standard input and prints a markdown table of the measured
-// ratios against their targets (issue 4): the median over the -count runs,
-// with the range. bench.sh at the repository root runs it.
+// ratios against their targets (issue 4; the use-case rows: issue 12): the
+// median over the -count runs, with the range. bench.sh at the repository
+// root runs it.
 //
 //	go test -run '^$' -bench . -count 5 -benchmem ./namedlock/ | go run ./internal/benchtable
 package main
@@ -51,6 +52,37 @@ var targets = []target{
 	{"UncontendedDo", "allocs/op", "allocations per uncontended Do", "", 0, "%.0f"},
 	{"UncontendedDo", "B/op", "bytes allocated per uncontended Do", "", 0, "%.0f"},
 	{"UncontendedRaw", "allocs/op", "allocations per raw section (database/sql + driver)", "", 0, "%.0f"},
+	// Issue 12: a section that sells one unit (read the stock, write stock − 1,
+	// durable commit) on the primary pool; targets on the median of the rounds'
+	// ratios, as the issue states them.
+	{"UseCaseUncontended", "do/raw-med", "sell 1, uncontended: Do vs raw GET_LOCK sequence, median of rounds", ">=", 0.95, "%.3f"},
+	{"UseCaseUncontended", "do/raw", "sell 1, uncontended: Do vs raw, whole run", "", 0, "%.3f"},
+	{"UseCaseUncontended", "dotx/raw-med", "sell 1, uncontended: DoTx vs raw, median of rounds", "", 0, "%.3f"},
+	{"UseCaseUncontended", "fenced-dotx/raw-med", "sell 1, uncontended: fenced DoTx vs raw, median of rounds", "", 0, "%.3f"},
+	{"UseCaseUncontended", "forupdate/raw-med", "sell 1, uncontended: SELECT … FOR UPDATE vs raw, median of rounds", "", 0, "%.3f"},
+	{"UseCaseUncontended", "ceiling/raw-med", "sell 1, uncontended: one conditional UPDATE vs raw, median of rounds", "", 0, "%.3f"},
+	{"UseCaseUncontended", "raw-sections/s", "sell 1, uncontended: raw, sections/s", "", 0, "%.0f"},
+	{"UseCaseHotKey", "fenced-dotx/forupdate-med", "sell 1, 1 key, 16 callers: fenced DoTx vs FOR UPDATE, median of rounds", ">=", 0.9, "%.3f"},
+	{"UseCaseHotKey", "fenced-dotx/forupdate", "sell 1, 1 key, 16 callers: fenced DoTx vs FOR UPDATE, whole run", "", 0, "%.3f"},
+	{"UseCaseHotKey", "dotx/forupdate-med", "sell 1, 1 key, 16 callers: DoTx vs FOR UPDATE, median of rounds", "", 0, "%.3f"},
+	{"UseCaseHotKey", "do/forupdate-med", "sell 1, 1 key, 16 callers: Do vs FOR UPDATE, median of rounds", "", 0, "%.3f"},
+	{"UseCaseHotKey", "ceiling/forupdate-med", "sell 1, 1 key, 16 callers: conditional UPDATE vs FOR UPDATE, median of rounds", "", 0, "%.3f"},
+	{"UseCaseHotKey", "forupdate-sections/s", "sell 1, 1 key, 16 callers: FOR UPDATE, sections/s", "", 0, "%.0f"},
+	{"UseCaseFlashSale", "fenced-dotx/forupdate-med", "sell 1, flash sale 2 × 128 callers: fenced DoTx vs FOR UPDATE, median of rounds", ">=", 1.0, "%.3f"},
+	{"UseCaseFlashSale", "fenced-dotx-min-share-%", "sell 1, flash sale: fenced DoTx, smaller instance's share, %", ">=", 40, "%.1f"},
+	{"UseCaseFlashSale", "fenced-dotx/forupdate", "sell 1, flash sale: fenced DoTx vs FOR UPDATE, whole run", "", 0, "%.3f"},
+	{"UseCaseFlashSale", "dotx/forupdate-med", "sell 1, flash sale: DoTx vs FOR UPDATE, median of rounds", "", 0, "%.3f"},
+	{"UseCaseFlashSale", "do/forupdate-med", "sell 1, flash sale: Do vs FOR UPDATE, median of rounds", "", 0, "%.3f"},
+	{"UseCaseFlashSale", "ceiling/forupdate-med", "sell 1, flash sale: conditional UPDATE vs FOR UPDATE, median of rounds", "", 0, "%.3f"},
+	{"UseCaseFlashSale", "do-min-share-%", "sell 1, flash sale: Do, smaller instance's share, %", "", 0, "%.1f"},
+	{"UseCaseFlashSale", "forupdate-sections/s", "sell 1, flash sale: FOR UPDATE, sections/s", "", 0, "%.0f"},
+	{"UseCaseFlashSale", "sections/round/caller", "sell 1, flash sale: sections per caller per round (< 1: the callers never all wait)", "", 0, "%.2f"},
+	{"UseCaseManyKeys", "do/raw-med", "sell 1, 100 keys, 16 callers: Do vs raw, median of rounds", ">=", 0.95, "%.3f"},
+	{"UseCaseManyKeys", "do/raw", "sell 1, 100 keys, 16 callers: Do vs raw, whole run", "", 0, "%.3f"},
+	{"UseCaseManyKeys", "dotx/raw-med", "sell 1, 100 keys, 16 callers: DoTx vs raw, median of rounds", "", 0, "%.3f"},
+	{"UseCaseManyKeys", "fenced-dotx/raw-med", "sell 1, 100 keys, 16 callers: fenced DoTx vs raw, median of rounds", "", 0, "%.3f"},
+	{"UseCaseManyKeys", "forupdate/raw-med", "sell 1, 100 keys, 16 callers: FOR UPDATE vs raw, median of rounds", "", 0, "%.3f"},
+	{"UseCaseManyKeys", "ceiling/raw-med", "sell 1, 100 keys, 16 callers: conditional UPDATE vs raw, median of rounds", "", 0, "%.3f"},
 }
 
 // results maps benchmark name, then metric unit, to the values of each run.
