@@ -26,11 +26,13 @@ import (
 // token ([TokenFromContext]), which locks the key's fence row until the
 // transaction ends: two fenced DoTx on one key never interleave, even when
 // the named lock was lost and granted elsewhere, even when fn ignores its
-// cancelled ctx and commits late. Because the fence row orders the commits,
-// a fenced DoTx begins its transaction before it waits for the lock and
-// lets the lock go as its COMMIT is sent: the next holder starts at once,
-// and its mint waits for this COMMIT, then reads what it wrote — the way
-// InnoDB lets a row lock go at the commit. DoTx then returns nil exactly
+// cancelled ctx and commits late. Because the fence row orders them, a
+// fenced DoTx hands the lock to a fenced DoTx of this Locker waiting for
+// the same key as soon as its own mint is done: the next one starts at once
+// and waits at its mint, inside the server, until this transaction ends,
+// then reads what it wrote — the way transactions queue on a row lock, but
+// one at a time per process instead of every caller. Any other next holder
+// (a Do, another instance) gets the lock only after the COMMIT. DoTx then returns nil exactly
 // when the transaction committed and an error exactly when it rolled back;
 // a loss of the named lock after the mint does not fail work the fence kept
 // safe, and is reported through [Locker.Stats] and the observer instead.
@@ -83,31 +85,47 @@ func (l *Locker) unfencedTx(ctx context.Context, k *Lock, db *sqlx.DB, opts *sql
 	return nil
 }
 
-// fencedDoTx is DoTx with fencing: begin (before the lock: off the path
-// that holders of the key take one after another), acquire, mint inside the
-// transaction, fn, then COMMIT while the lock is released (a goroutine of
-// this call, awaited before it returns). The transaction lives on ctx, the
+// fencedDoTx is DoTx with fencing: acquire, begin, mint inside the
+// transaction, fn, COMMIT. When the next local waiter is itself a fenced
+// DoTx, the lock is handed to it as soon as this transaction's mint holds
+// the fence row (Lock.handOffToFencedTx), and the proof of that handoff
+// runs while fn runs or beside the COMMIT (a goroutine of this call,
+// awaited before it returns); any other next holder gets the lock after the
+// COMMIT. The transaction lives on ctx, the
 // caller's: a loss of the named lock cancels fn's ctx, not the transaction,
 // which the fence keeps safe from the mint on. A loss before the mint fails
 // the mint (fn's ctx is done) and nothing is written.
+//
+// The transaction is begun after the lock is taken, not before, although
+// that would take BEGIN's round trip off the path that holders of the key
+// take one after another: callers waiting for the lock would then each hold
+// a connection of the application's pool, and a holder whose fn needs one
+// more (or the fence table's first check) could wait for them forever.
 func (l *Locker) fencedDoTx(ctx context.Context, key string, db *sqlx.DB, opts *sql.TxOptions, fn func(ctx context.Context, tx *sqlx.Tx) error) (err error) {
-	tx, err := db.BeginTxx(ctx, opts)
-	if err != nil {
-		return fmt.Errorf("namedlock: DoTx %q: begin: %w", key, err)
-	}
 	k, err := l.acquire(ctx, key, false, false)
 	if err != nil {
-		_ = tx.Rollback()
 		return err
+	}
+	tx, err := db.BeginTxx(ctx, opts)
+	if err != nil {
+		_ = l.releaseAll([]*Lock{k})
+		return fmt.Errorf("namedlock: DoTx %q: begin: %w", key, err)
 	}
 	locks := []*Lock{k}
 	fctx, cancel := l.sectionContext(ctx, locks)
 	defer cancel(context.Canceled)
+	var finish func() error // the rest of a release begun by an early handoff
+	release := func() error {
+		if finish != nil {
+			return finish()
+		}
+		return l.releaseAll(locks)
+	}
 	finished := false
 	defer func() {
 		if !finished { // fn panicked or called runtime.Goexit
 			_ = tx.Rollback()
-			_ = l.releaseAll(locks)
+			_ = release()
 		}
 	}()
 	// The session's block of tokens (mintFor) ends here: this mint moves
@@ -118,6 +136,9 @@ func (l *Locker) fencedDoTx(ctx context.Context, key string, db *sqlx.DB, opts *
 	tok, err := l.cfg.fence.mint(fctx, tx, k.q.name, 1)
 	if err == nil {
 		k.token.Store(tok)
+		// The fence row is this transaction's until it ends: a fenced DoTx
+		// waiting here may start now and wait at its own mint.
+		finish = k.handOffToFencedTx()
 		err = fn(fctx, tx)
 	} else if cause := context.Cause(fctx); fctx.Err() != nil && cause != nil {
 		err = errors.Join(cause, err)
@@ -125,18 +146,29 @@ func (l *Locker) fencedDoTx(ctx context.Context, key string, db *sqlx.DB, opts *
 	finished = true
 	if err != nil {
 		_ = tx.Rollback()
-		if rerr := l.releaseAll(locks); rerr != nil {
+		if rerr := release(); rerr != nil {
 			return errors.Join(rerr, err)
 		}
 		return err
 	}
-	released := make(chan struct{})
-	go func() {
-		defer close(released)
-		_ = l.releaseAll(locks) // a loss found now is in Stats and the observer
-	}()
-	err = tx.Commit()
-	<-released
+	if finish == nil {
+		finish = k.handOffToFencedTx() // one may have come while fn ran
+	}
+	if finish == nil {
+		// Anyone else (a Do, another instance) must see the COMMIT done
+		// before it gets the lock. A loss found by this release is in
+		// Stats and the observer: the transaction committed.
+		err = tx.Commit()
+		_ = l.releaseAll(locks)
+	} else {
+		proved := make(chan struct{})
+		go func() {
+			defer close(proved)
+			_ = finish()
+		}()
+		err = tx.Commit()
+		<-proved
+	}
 	if err != nil {
 		return fmt.Errorf("namedlock: DoTx %q: commit: %w", key, err)
 	}

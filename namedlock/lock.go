@@ -173,6 +173,15 @@ func (k *Lock) passOnLocked() (done bool, err error) {
 	}
 	s.proving++
 	l.mu.Unlock()
+	return k.afterPassOn(released, linger)
+}
+
+// afterPassOn is what a holder that passed its lock on at released (to a
+// waiter, or lingering) does next: it waits for the proof that the session
+// held the lock until then. See passOnLocked. Called without l.mu, after
+// s.proving was counted up; returns with l.mu held only when not done.
+func (k *Lock) afterPassOn(released time.Time, linger chan struct{}) (done bool, err error) {
+	l, q, s := k.l, k.q, k.sess
 	// The next caller has the lock without a round trip; this caller
 	// returns once the session is proven to have held it until now.
 	err = s.prove(l.bg, l.cfg.checkTimeout, released)
@@ -242,4 +251,36 @@ func (l *Locker) lostFound(s *session, lost error) {
 	l.stats.lost.Add(1)
 	l.mu.Unlock()
 	l.observe(Event{Key: key, Outcome: Lost, Held: held, Err: lost})
+}
+
+// handOffToFencedTx passes k at once to the first local waiter if that
+// waiter is a fenced DoTx (and the handoff bounds allow it), and returns the
+// rest of the release, to be run later (it waits for the proof and reports
+// the release); nil when it did not hand k on. A fenced DoTx calls it once
+// its own mint has locked the key's fence row: the next fenced DoTx then
+// begins and waits at its own mint, inside the server, until this
+// transaction ends, and reads what it wrote — so the lock can go before the
+// COMMIT, as InnoDB lets a row lock go. Any other waiter (a Do, an Acquire,
+// another instance at the server) gets the lock only after the COMMIT,
+// through the ordinary release.
+func (k *Lock) handOffToFencedTx() (finish func() error) {
+	l, q, s := k.l, k.q, k.sess
+	l.mu.Lock()
+	if k.freed || k.state != stateHeld || len(q.waiters) == 0 || !q.waiters[0].fencedTx || !q.mayHandOff(&l.cfg, l.closed) {
+		l.mu.Unlock()
+		return nil
+	}
+	k.freed = true
+	l.stats.held.Add(-1)
+	held := time.Since(k.acquired)
+	k.endLocked(stateReleased, ErrNotHeld)
+	released := time.Now()
+	q.handOff(func(key string) *Lock { return l.newLock(q, s, key) })
+	s.proving++
+	l.mu.Unlock()
+	return func() error {
+		_, err := k.afterPassOn(released, nil) // no linger: always done
+		l.observe(Event{Key: k.key, Outcome: Released, Held: held, Err: err})
+		return err
+	}
 }

@@ -127,7 +127,7 @@ func (l *Locker) acquire(ctx context.Context, key string, try, mint bool) (*Lock
 	start := time.Now()
 	l.stats.waiting.Add(1)
 	name := keyfmt.Portable(key)
-	k, handoff, err := l.take(ctx, key, name, try)
+	k, handoff, err := l.take(ctx, key, name, try, l.cfg.fence != nil && !mint)
 	if err == nil && mint && l.cfg.fence != nil && k.Token() == 0 {
 		err = l.mintFor(ctx, k)
 	}
@@ -181,7 +181,8 @@ func (l *Locker) mintFor(ctx context.Context, k *Lock) error {
 }
 
 // take returns a held lock, and whether it came by handoff, or an error.
-func (l *Locker) take(ctx context.Context, key, name string, try bool) (*Lock, bool, error) {
+// fencedTx: the caller is a fenced DoTx.
+func (l *Locker) take(ctx context.Context, key, name string, try, fencedTx bool) (*Lock, bool, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, false, notAcquired(ctx, key, nil)
 	}
@@ -208,7 +209,7 @@ func (l *Locker) take(ctx context.Context, key, name string, try bool) (*Lock, b
 		l.mu.Unlock()
 		return nil, false, notAcquired(ctx, key, nil)
 	}
-	w := q.push(key)
+	w := q.push(key, fencedTx)
 	l.mu.Unlock()
 
 	select {

@@ -22,8 +22,9 @@ type queue struct {
 
 // waiter is a caller queued behind the busy party of a queue.
 type waiter struct {
-	ch  chan grant // buffered 1: whoever pops the waiter sends exactly once
-	key string     // the caller's key
+	ch       chan grant // buffered 1: whoever pops the waiter sends exactly once
+	key      string     // the caller's key
+	fencedTx bool       // the caller is a fenced DoTx (see Lock.handOffToFencedTx)
 }
 
 // grant is what a queued caller receives: a handed-over lock, the turn to
@@ -40,10 +41,10 @@ type grant struct {
 const lingerGrace = 50 * time.Microsecond
 
 // push queues a caller for key behind the busy party.
-func (q *queue) push(key string) *waiter {
+func (q *queue) push(key string, fencedTx bool) *waiter {
 	// Not pooled: a channel made inside a testing/synctest bubble must not
 	// be used outside it.
-	w := &waiter{ch: make(chan grant, 1), key: key}
+	w := &waiter{ch: make(chan grant, 1), key: key, fencedTx: fencedTx}
 	q.waiters = append(q.waiters, w)
 	return w
 }
