@@ -83,7 +83,10 @@
 // never interleave, even when the named lock was lost and granted
 // elsewhere, even when the old holder ignores its cancelled ctx and commits
 // late. The named lock keeps callers queued cheaply; the fence row keeps
-// them correct. The one cost: a stale transaction that stays open holds the
+// them correct. So a fenced DoTx hands the named lock to a fenced DoTx of
+// the same Locker waiting for the key as soon as its own mint is done (that
+// one waits at its mint, inside the server, for the COMMIT); any other next
+// holder gets the lock only after the COMMIT. The one cost: a stale transaction that stays open holds the
 // next holder back, until the server's innodb_lock_wait_timeout (50 s by
 // default) fails the waiting mint with [ErrFenceWait]. DoTx then tells the
 // truth about its transaction: nil exactly when it committed, an error
