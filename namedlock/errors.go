@@ -70,3 +70,8 @@ func lostError(name, why string, cause error) error {
 	}
 	return fmt.Errorf("%w: %q: %s: %w", ErrLockLost, name, why, cause)
 }
+
+// ErrStaleToken is returned by [CheckFenced] when a fenced write changed
+// nothing: a later holder of the lock wrote with a greater token first (or
+// the row does not exist).
+var ErrStaleToken = errors.New("namedlock: fenced write rejected: a later holder wrote first")

@@ -5,7 +5,6 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
-	"slices"
 	"strconv"
 	"sync/atomic"
 
@@ -29,24 +28,13 @@ const errNumNoSuchTable = 1146
 // passed innodb_lock_wait_timeout.
 const errNumLockWaitTimeout = 1205
 
-// fence mints tokens in one fence table.
-type fence struct {
+// fenceTable is the fence table of a Locker with fencing: it mints the
+// tokens.
+type fenceTable struct {
 	db       *sql.DB // the application's database, holding the table
 	table    string  // as the caller named it
 	quoted   string  // as statements name it
 	verified atomic.Bool
-}
-
-// newFence validates table and returns a fence on db.
-func newFence(db *sql.DB, table string) (*fence, error) {
-	if db == nil {
-		return nil, fmt.Errorf("%w: WithFencing: nil *sql.DB", ErrInvalidOption)
-	}
-	quoted, err := sqlident.Quote(table)
-	if err != nil {
-		return nil, fmt.Errorf("%w: WithFencing: %w", ErrInvalidOption, err)
-	}
-	return &fence{db: db, table: table, quoted: quoted}, nil
 }
 
 // createStatement is the CREATE TABLE of a fence table: one row per lock
@@ -82,7 +70,7 @@ func CreateFenceTable(ctx context.Context, db *sql.DB, table string) error {
 // verify makes sure, once per Locker and before its first lock, that the
 // fence table exists: a missing table is an error that names it and the
 // statement that creates it.
-func (f *fence) verify(ctx context.Context) error {
+func (f *fenceTable) verify(ctx context.Context) error {
 	if f.verified.Load() {
 		return nil
 	}
@@ -110,7 +98,7 @@ type execer interface {
 // 0-9 - _ . : / #, never a quote or a backslash), so it is written into the
 // statement as a literal and the statement needs no server-side prepare,
 // whatever the DSN of db says.
-func (f *fence) mintStatement(name string, n uint64) string {
+func (f *fenceTable) mintStatement(name string, n uint64) string {
 	ns := strconv.FormatUint(n, 10)
 	return "INSERT INTO " + f.quoted + " (name, token) VALUES ('" + name + "', LAST_INSERT_ID(" + ns + ")) " +
 		"ON DUPLICATE KEY UPDATE token = LAST_INSERT_ID(token + " + ns + ")"
@@ -131,7 +119,7 @@ func literalSafe(name string) bool {
 // the first of them: on the application's pool (autocommit: the tokens are
 // never handed out again) or inside a transaction (the row then stays
 // locked by it until it ends).
-func (f *fence) mint(ctx context.Context, ex execer, name string, n uint64) (uint64, error) {
+func (f *fenceTable) mint(ctx context.Context, ex execer, name string, n uint64) (uint64, error) {
 	var res sql.Result
 	var err error
 	if literalSafe(name) {
@@ -153,11 +141,6 @@ func (f *fence) mint(ctx context.Context, ex execer, name string, n uint64) (uin
 	}
 	return uint64(last) - n + 1, nil
 }
-
-// ErrStaleToken is returned by [CheckFenced] when a fenced write changed
-// nothing: a later holder of the lock wrote with a greater token first (or
-// the row does not exist).
-var ErrStaleToken = errors.New("namedlock: fenced write rejected: a later holder wrote first")
 
 // CheckFenced checks the result of a fenced write outside [Locker.DoTx]: an
 // UPDATE that sets the row's fence column to the holder's token and
@@ -183,40 +166,4 @@ func CheckFenced(res sql.Result, err error) error {
 		return ErrStaleToken
 	}
 	return nil
-}
-
-// tokenKey is the context key under which fn's ctx carries its locks.
-type tokenKey struct{}
-
-// withLocks returns ctx carrying a copy of locks, for TokenFromContext (a
-// copy, so that the caller's slice stays on its stack without fencing).
-func withLocks(ctx context.Context, locks []*Lock) context.Context {
-	return context.WithValue(ctx, tokenKey{}, slices.Clone(locks))
-}
-
-// TokenFromContext returns the fencing token of the lock held by the Do,
-// TryDo or DoTx whose fn received ctx (or a ctx derived from it), and true;
-// 0 and false without fencing, outside such a fn, and in DoMulti with more
-// than one key (use [KeyTokenFromContext]).
-func TokenFromContext(ctx context.Context) (uint64, bool) {
-	locks, _ := ctx.Value(tokenKey{}).([]*Lock)
-	if len(locks) != 1 {
-		return 0, false
-	}
-	t := locks[0].Token()
-	return t, t != 0
-}
-
-// KeyTokenFromContext returns the fencing token of the lock on key held by
-// the Do, TryDo, DoTx or DoMulti whose fn received ctx, and true; 0 and
-// false without fencing or when key is not one of its keys.
-func KeyTokenFromContext(ctx context.Context, key string) (uint64, bool) {
-	locks, _ := ctx.Value(tokenKey{}).([]*Lock)
-	for _, k := range locks {
-		if k.key == key {
-			t := k.Token()
-			return t, t != 0
-		}
-	}
-	return 0, false
 }

@@ -4,6 +4,8 @@ import (
 	"database/sql"
 	"fmt"
 	"time"
+
+	"github.com/namedlock/mysql/internal/sqlident"
 )
 
 // Defaults of a [Locker]; each has an option to change it.
@@ -41,7 +43,7 @@ type config struct {
 	maxHandoffTime time.Duration
 	releaseTimeout time.Duration
 	observer       func(Event)
-	fence          *fence // nil without fencing
+	fence          *fenceTable // nil without fencing
 }
 
 func defaultConfig() config {
@@ -141,6 +143,18 @@ func WithFencing(db *sql.DB, table string) Option {
 		c.fence = f
 		return nil
 	}
+}
+
+// newFence validates table and returns a fence on db.
+func newFence(db *sql.DB, table string) (*fenceTable, error) {
+	if db == nil {
+		return nil, fmt.Errorf("%w: WithFencing: nil *sql.DB", ErrInvalidOption)
+	}
+	quoted, err := sqlident.Quote(table)
+	if err != nil {
+		return nil, fmt.Errorf("%w: WithFencing: %w", ErrInvalidOption, err)
+	}
+	return &fenceTable{db: db, table: table, quoted: quoted}, nil
 }
 
 // positive returns an option that applies set when d is positive and

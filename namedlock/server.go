@@ -124,6 +124,41 @@ func (s *server) take(callerCtx, ctx context.Context, key, name string, try bool
 	return p, nil
 }
 
+// tryLock runs the first GET_LOCK of an acquisition, which never waits, on
+// conn, in one round trip and one [sql.Conn.Raw]: GET_LOCK alone on a
+// connection of pool.Open whose session id is known (lockconn.Conn), and
+// otherwise sqlTryLock, which also answers the session id (then recorded on
+// a lockconn.Conn) and wait_timeout. row receives GET_LOCK's answer, the
+// session id and, when not known, wait_timeout; known reports that the
+// connection's lease needs no look.
+func tryLock(ctx context.Context, conn *sql.Conn, arg any, row *[3]sql.NullInt64) (known bool, err error) {
+	direct := false
+	err = conn.Raw(func(dc any) error {
+		q, ok := dc.(driver.QueryerContext)
+		if !ok {
+			return nil
+		}
+		lc, _ := dc.(*lockconn.Conn)
+		if lc != nil && lc.SessionID() != 0 {
+			known = true
+			row[1] = sql.NullInt64{Int64: lc.SessionID(), Valid: true}
+			direct, err = queryDirect(ctx, q, row[:1], sqlTryLockKnown, []any{arg})
+		} else {
+			direct, err = queryDirect(ctx, q, row[:], sqlTryLock, []any{arg})
+			if direct && err == nil && lc != nil {
+				lc.SetSessionID(row[1].Int64) // one server session for the connection's life
+				known = true
+			}
+		}
+		return err
+	})
+	if !direct && err == nil {
+		known = false
+		err = queryViaSQL(ctx, conn, time.Time{}, row[:], sqlTryLock, []any{arg})
+	}
+	return known, err
+}
+
 // wait blocks in GET_LOCK on conn until the lock is granted (nil), the
 // server's timeout for ctx's deadline passes, or ctx ends. On failure conn
 // is closed; when ctx ended mid-wait, the session is killed as well.
