@@ -46,6 +46,7 @@ func (k *killer) kill(id int64) {
 			ctrl, own = sql.OpenDB(c.Control()), true
 			ctrl.SetMaxOpenConns(1)
 			ctrl.SetMaxIdleConns(1)
+			ctrl.SetConnMaxIdleTime(c.IdleTimeout()) // its sessions have the lease too
 		}
 		ctx, stop := context.WithCancel(context.Background())
 		k.wake, k.stop, k.done = make(chan struct{}, 1), stop, make(chan struct{})

@@ -37,8 +37,11 @@ func Open(dsn string, opts ...Option) (*sql.DB, error) {
 //     the connection; waits are bounded by contexts instead;
 //   - the session wait_timeout set to the lease ([WithLease]);
 //   - at most [WithMaxConns] connections, all kept idle for reuse, with no
-//     maximum lifetime or idle time (a held lock's connection is never
-//     recycled under it).
+//     maximum lifetime (a held lock's connection is never recycled under
+//     it); a connection left idle in the pool is closed after a third of
+//     the lease, before the server would end its session (the lease is its
+//     wait_timeout) and the driver would log the broken connection at its
+//     next use.
 //
 // The pool's connections are made by a connector of the library's own
 // (internal/lockconn), which keeps, with each connection, what namedlock
@@ -79,11 +82,12 @@ func OpenContext(ctx context.Context, dsn string, opts ...Option) (*sql.DB, erro
 	if err != nil {
 		return nil, redact(fmt.Errorf("pool: %s: %w", describe(cfg), err), cfg.Passwd)
 	}
-	db := sql.OpenDB(lockconn.NewConnector(mc, o.lease, tracked))
+	c := lockconn.NewConnector(mc, o.lease, tracked)
+	db := sql.OpenDB(c)
 	db.SetMaxOpenConns(o.maxConns)
 	db.SetMaxIdleConns(o.maxConns)
 	db.SetConnMaxLifetime(0)
-	db.SetConnMaxIdleTime(0)
+	db.SetConnMaxIdleTime(c.IdleTimeout())
 
 	ctx, cancel := context.WithTimeout(ctx, o.connectTimeout)
 	defer cancel()

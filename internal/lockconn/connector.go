@@ -61,6 +61,13 @@ func (c *Connector) Driver() driver.Driver { return c.drv }
 // server's wait_timeout is that rounded up to whole seconds).
 func (c *Connector) Lease() time.Duration { return c.lease }
 
+// IdleTimeout is how long a connection may stay idle in a pool of c before
+// the pool should close it (sql.DB.SetConnMaxIdleTime): a third of the
+// lease, so that database/sql's cleaner, which runs at that period, closes
+// it before the server's wait_timeout (the lease) ends its session and the
+// driver logs the broken connection at its next use.
+func (c *Connector) IdleTimeout() time.Duration { return c.lease / 3 }
+
 // Control returns the inner connector, for connections outside the bounded
 // lock pool: namedlock opens a control pool on it to KILL the server-side
 // wait of a cancelled GET_LOCK, which must never wait for, or exhaust, the
