@@ -45,16 +45,11 @@ func serverCounters(t *testing.T, conn *sql.Conn) (questions, prepares int64) {
 	return questions, prepares
 }
 
-// TestStatementsPerDo counts the statements of an uncontended Do as the
-// server sees them: exactly two (GET_LOCK and RELEASE_LOCK) and no
-// server-side prepare. It runs on a private mariadbd, where nothing but this
-// test sends statements, so the global counters are exact; the keep-alive
-// interval is longer than the test, so no ownership check runs (a check is
-// per held lock and interval, not per Do).
-func TestStatementsPerDo(t *testing.T) {
-	srv := mariadbtest.Start(t)
-	inst := newInstance(t, srv.DSN(), namedlock.WithKeepAlive(20*time.Second))
-	ctl, err := sql.Open("mysql", srv.DSN())
+// controlConn opens one connection to dsn, outside every pool of the test,
+// for reading the server's counters; closed at the end of the test.
+func controlConn(t *testing.T, dsn string) *sql.Conn {
+	t.Helper()
+	ctl, err := sql.Open("mysql", dsn)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -64,6 +59,19 @@ func TestStatementsPerDo(t *testing.T) {
 		t.Fatalf("control connection: %v", err)
 	}
 	t.Cleanup(func() { _ = conn.Close() })
+	return conn
+}
+
+// TestStatementsPerDo counts the statements of an uncontended Do as the
+// server sees them: exactly two (GET_LOCK and RELEASE_LOCK) and no
+// server-side prepare. It runs on a private mariadbd, where nothing but this
+// test sends statements, so the global counters are exact; the keep-alive
+// interval is longer than the test, so no ownership check runs (a check is
+// per held lock and interval, not per Do).
+func TestStatementsPerDo(t *testing.T) {
+	srv := mariadbtest.Start(t)
+	inst := newInstance(t, srv.DSN(), namedlock.WithKeepAlive(20*time.Second))
+	conn := controlConn(t, srv.DSN())
 
 	ctx := context.Background()
 	key := "statements-per-do"
@@ -111,16 +119,7 @@ func TestStatementsPerFencedSection(t *testing.T) {
 	counter := counterTable(t, appx, 1)
 	plain := newInstance(t, srv.DSN(), namedlock.WithKeepAlive(20*time.Second))
 	fence := newInstance(t, srv.DSN(), namedlock.WithKeepAlive(20*time.Second), namedlock.WithFencing(app, table))
-	ctl, err := sql.Open("mysql", srv.DSN())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = ctl.Close() })
-	conn, err := ctl.Conn(context.Background())
-	if err != nil {
-		t.Fatalf("control connection: %v", err)
-	}
-	t.Cleanup(func() { _ = conn.Close() })
+	conn := controlConn(t, srv.DSN())
 
 	ctx := context.Background()
 	upd := func(ctx context.Context, tx *sqlx.Tx) error {

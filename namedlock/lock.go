@@ -129,9 +129,7 @@ func (k *Lock) release(ctx context.Context, timeout time.Duration, observe bool)
 		l.mu.Unlock()
 		return err
 	}
-	k.freed = true
-	l.stats.held.Add(-1)
-	held := time.Since(k.acquired)
+	held := k.freeLocked()
 	if k.state == stateLost {
 		err := k.err
 		l.advanceLocked(k.q)
@@ -149,6 +147,18 @@ func (k *Lock) release(ctx context.Context, timeout time.Duration, observe bool)
 	return err
 }
 
+// freeLocked records that k's holder let go of it (Release ran, once) and
+// returns how long it was held. l.mu held.
+func (k *Lock) freeLocked() time.Duration {
+	k.freed = true
+	k.l.stats.held.Add(-1)
+	return time.Since(k.acquired)
+}
+
+// nextHolder is the Lock that a handoff of k's session gives the waiter for
+// key. l.mu held.
+func (k *Lock) nextHolder(key string) *Lock { return k.l.newLock(k.q, k.sess, key) }
+
 // passOnLocked passes k's server lock to the next local waiter, or keeps it
 // lingering for one, when the handoff bounds allow it, and then waits for
 // the proof that the session held the lock until k let go. done reports
@@ -160,7 +170,7 @@ func (k *Lock) passOnLocked() (done bool, err error) {
 	released := time.Now()
 	handed, linger := false, chan struct{}(nil)
 	if q.mayHandOff(&l.cfg, l.closed) {
-		handed = q.handOff(func(key string) *Lock { return l.newLock(q, s, key) })
+		handed = q.handOff(k.nextHolder)
 		if !handed && s.handoffs > 0 && s.proving > 0 {
 			// Nobody waits, but earlier holders of this server lock wait
 			// in prove and are likely back soon: keep the lock, unheld,
@@ -270,12 +280,10 @@ func (k *Lock) handOffToFencedTx() (finish func() error) {
 		l.mu.Unlock()
 		return nil
 	}
-	k.freed = true
-	l.stats.held.Add(-1)
-	held := time.Since(k.acquired)
+	held := k.freeLocked()
 	k.endLocked(stateReleased, ErrNotHeld)
 	released := time.Now()
-	q.handOff(func(key string) *Lock { return l.newLock(q, s, key) })
+	q.handOff(k.nextHolder)
 	s.proving++
 	l.mu.Unlock()
 	return func() error {

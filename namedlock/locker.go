@@ -22,9 +22,8 @@ import (
 // re-entrant: a goroutine that holds a key and acquires it again waits for
 // itself until its ctx ends.
 type Locker struct {
-	srv   backend // the server (server.go); a fake in the ordering tests
-	cfg   config
-	lease time.Duration
+	srv backend // the server (server.go); a fake in the ordering tests
+	cfg config
 
 	// mu guards queues and closed, the fields of every queue, the state of
 	// every Lock, and the fields of every session marked as guarded by
@@ -67,21 +66,21 @@ func NewLocker(db *sql.DB, opts ...Option) (*Locker, error) {
 	if db == nil {
 		return nil, fmt.Errorf("%w: nil *sql.DB", ErrInvalidOption)
 	}
-	cfg, err := newConfig(opts, leaseOf(db))
+	srv := newServer(db)
+	cfg, err := newConfig(opts, srv.lease)
 	if err != nil {
 		return nil, err
 	}
-	return newLocker(newServer(db), cfg, leaseOf(db)), nil
+	return newLocker(srv, cfg), nil
 }
 
 // newLocker returns a Locker on backend b with a validated cfg.
-func newLocker(b backend, cfg config, lease time.Duration) *Locker {
+func newLocker(b backend, cfg config) *Locker {
 	bg, stop := context.WithCancel(context.Background())
 	closing, closeIt := context.WithCancelCause(context.Background())
 	l := &Locker{
 		srv:     b,
 		cfg:     cfg,
-		lease:   lease,
 		queues:  make(map[string]*queue),
 		bg:      bg,
 		bgStop:  stop,

@@ -28,7 +28,7 @@ func fakeLocker(t *testing.T, opts ...Option) (*Locker, *fakeServer) {
 		t.Fatal(err)
 	}
 	f := newFakeServer(fakeRTT)
-	l := newLocker(f, cfg, 30*time.Second)
+	l := newLocker(f, cfg)
 	t.Cleanup(func() { _ = l.Close() })
 	return l, f
 }

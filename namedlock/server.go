@@ -55,29 +55,20 @@ type server struct {
 	// pooled: db comes from pool.Open, so every connection was opened with
 	// the lease as its wait_timeout and keeps its session id once learned.
 	pooled bool
-	lease  int64        // the session wait_timeout every lock connection has, whole seconds
+	// lease is the session wait_timeout every lock connection has: the one
+	// pool.Open was given ([pool.WithLease]), or [pool.DefaultLease] for any
+	// other pool, whose connections get it by a SET SESSION the first time.
+	lease  time.Duration
 	flavor atomic.Int32 // flavor.Flavor, learned at the first wait
 	killer killer       // ends the server sessions of cancelled waits
 }
 
-// leaseOf returns the lease of the lock pool db: the one pool.Open was
-// given ([pool.WithLease]), or [pool.DefaultLease] for any other pool, whose
-// connections get it as a SET SESSION wait_timeout the first time.
-func leaseOf(db *sql.DB) time.Duration {
-	if c := lockconn.Of(db); c != nil {
-		return c.Lease()
-	}
-	return pool.DefaultLease
-}
-
 func newServer(db *sql.DB) *server {
-	lease := leaseOf(db)
-	return &server{
-		db:     db,
-		pooled: lockconn.Of(db) != nil,
-		lease:  int64((lease + time.Second - 1) / time.Second),
-		killer: killer{db: db},
+	s := &server{db: db, lease: pool.DefaultLease, killer: killer{db: db}}
+	if c := lockconn.Of(db); c != nil {
+		s.pooled, s.lease = true, c.Lease()
 	}
+	return s
 }
 
 func (s *server) close() { s.killer.close() }
@@ -114,8 +105,8 @@ func (s *server) take(callerCtx, ctx context.Context, key, name string, try bool
 		}
 	}
 	if !known && !s.pooled {
-		if waitTimeout != s.lease {
-			if _, err := conn.ExecContext(ctx, "SET SESSION wait_timeout = "+strconv.FormatInt(s.lease, 10)); err != nil {
+		if secs := int64((s.lease + time.Second - 1) / time.Second); waitTimeout != secs {
+			if _, err := conn.ExecContext(ctx, "SET SESSION wait_timeout = "+strconv.FormatInt(secs, 10)); err != nil {
 				discardConn(conn)
 				return nil, fmt.Errorf("namedlock: set the lease on the lock connection for %q: %w", key, err)
 			}
