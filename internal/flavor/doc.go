@@ -1,7 +1,11 @@
 // Package flavor holds what differs between the servers that the library
 // and its tests talk to: how a server is recognised (Of, Detect), how it
-// takes a GET_LOCK timeout (WaitArg), how it reports a deadlock (IsDeadlock),
-// and which topologies make its named locks untrustworthy (CheckTopology).
+// takes a GET_LOCK timeout (WaitArg), how it reports a deadlock (IsDeadlock)
+// or a wait it ended itself (IsWaitKilled), which session variable limits
+// how long a statement, a GET_LOCK wait included, may run
+// (StatementTimeVar, NoStatementLimit), and which topologies make its named
+// locks untrustworthy (CheckTopology: Galera, Group Replication in
+// multi-primary mode).
 //
 // The kinds, and what matters about each here (from the servers' sources and
 // probes of MariaDB 10.11, go-mysql-server and a TiDB build):
@@ -9,10 +13,13 @@
 //   - MariaDB (VERSION() contains "MariaDB"): GET_LOCK takes fractional
 //     seconds; a negative timeout answers NULL instead of waiting; a wait
 //     ends when its client disconnects (polled every second) or is KILLed;
-//     deadlocks fail with error 1213.
+//     a KILL QUERY or the session's max_statement_time makes it answer NULL
+//     (or fail with 1317 / 1969); deadlocks fail with error 1213.
 //   - MySQL (Oracle MySQL, and any server not recognised as another kind:
 //     Percona Server, ...): GET_LOCK takes whole seconds (0.3 becomes 0); a
-//     wait ends on disconnect or KILL; deadlocks fail with error 3058.
+//     wait ends on disconnect or KILL; KILL QUERY fails it with error 1317,
+//     the session's max_execution_time with 3024; deadlocks fail with error
+//     3058. (Read from the server's source and manual: no MySQL runs here.)
 //   - Embedded (go-mysql-server, @@version_comment "Dolt"; package
 //     internal/embedded runs one in-process): whole seconds; a wait ignores
 //     disconnect and KILL and ends only at its timeout or when the lock is

@@ -94,8 +94,10 @@ func (f Flavor) FractionalTimeouts() bool { return f == MariaDB }
 func (f Flavor) WaitsIgnoreCancel() bool { return f == Embedded }
 
 // longestWait is the timeout sent to GET_LOCK when the caller has no
-// deadline: one year, the largest MySQL accepts. The server answers 0 after
-// that and the caller simply renews the wait.
+// deadline: one year. Every server here takes it as it is (MySQL clamps a
+// larger timeout to 2^31-1 s, about 68 years; MariaDB takes any; TiDB caps
+// every timeout at 3600 s). The server answers 0 after that and the caller
+// simply renews the wait.
 const longestWait = 365 * 24 * 3600
 
 // WaitArg encodes a GET_LOCK timeout for the time left before a caller's
@@ -107,7 +109,7 @@ const longestWait = 365 * 24 * 3600
 // timeout would end after the deadline, so the caller's ctx must cut the
 // wait (and the waiting session be ended).
 //
-//   - No deadline: the longest wait, one year in seconds (int64); 1 s on a
+//   - No deadline: a long wait, one year in seconds (int64); 1 s on a
 //     server whose waits ignore cancellation (WaitsIgnoreCancel), so that a
 //     wait its caller gave up on lingers there at most a second.
 //   - MariaDB: left in seconds, rounded up to the millisecond (float64), so
@@ -151,25 +153,164 @@ func IsDeadlock(err error) bool {
 }
 
 // ErrNodeLocal is the error CheckTopology returns for a Galera or Percona
-// XtraDB Cluster node with wsrep_on=ON.
+// XtraDB Cluster node with wsrep_on=ON. Its refusal of Group Replication in
+// multi-primary mode, [ErrMultiPrimary], matches it too.
 var ErrNodeLocal = errors.New("wsrep_on=ON (Galera / Percona XtraDB Cluster): named locks are node-local and some releases refuse them")
 
-// CheckTopology refuses a server where named locks are node-local: a Galera
-// or Percona XtraDB Cluster node with wsrep_on=ON (SHOW VARIABLES LIKE
-// 'wsrep_on'). It returns ErrNodeLocal for such a server, an error saying
-// that wsrep_on could not be read when the query fails, and nil otherwise
-// (a server without the variable included). Its errors wrap no sentinel of
-// the caller's: a caller tells a refusal from a failure with
-// errors.Is(err, ErrNodeLocal).
+// ErrMultiPrimary is the error CheckTopology returns (wrapped, with the
+// number of members) for a member of a MySQL Group Replication group in
+// multi-primary mode: every member takes writes, and each keeps its own
+// named locks. errors.Is(err, ErrNodeLocal) is true for it as well.
+var ErrMultiPrimary error = nodeLocalError("group_replication_single_primary_mode=OFF (Group Replication multi-primary): named locks are node-local, each member grants its own")
+
+// nodeLocalError is a refusal of CheckTopology other than ErrNodeLocal
+// itself, which matches ErrNodeLocal.
+type nodeLocalError string
+
+func (e nodeLocalError) Error() string        { return string(e) }
+func (e nodeLocalError) Is(target error) bool { return target == ErrNodeLocal }
+
+// topologyQuery reads, in one round trip, the variables CheckTopology
+// looks at. A server without one (MariaDB has no Group Replication, MySQL
+// has wsrep_on only with Galera's patches, the variables of Group
+// Replication exist only while its plugin is installed) answers no row for
+// it.
+const topologyQuery = "SHOW VARIABLES WHERE Variable_name IN ('wsrep_on', 'group_replication_single_primary_mode')"
+
+// onlineMembersQuery counts the ONLINE members of the server's Group
+// Replication group (0 when the server is in none).
+const onlineMembersQuery = "SELECT COUNT(*) FROM performance_schema.replication_group_members WHERE MEMBER_STATE = 'ONLINE'"
+
+// CheckTopology refuses a server where named locks are node-local:
+//
+//   - a Galera or Percona XtraDB Cluster node with wsrep_on=ON:
+//     ErrNodeLocal;
+//   - a member of a MySQL Group Replication group in multi-primary mode
+//     (group_replication_single_primary_mode=OFF) with more than one ONLINE
+//     member in performance_schema.replication_group_members: an error
+//     wrapping ErrMultiPrimary (which also matches ErrNodeLocal). In
+//     single-primary mode the locks are meaningful on the primary, as on
+//     any primary with replicas, and are lost on failover.
+//
+// It returns an error saying what could not be read when a query fails,
+// and nil otherwise (a server without these variables included). Its
+// errors wrap no sentinel of the caller's: a caller tells a refusal from a
+// failure with errors.Is(err, ErrNodeLocal).
 func CheckTopology(ctx context.Context, db *sql.DB) error {
-	var name, value string
-	err := db.QueryRowContext(ctx, "SHOW VARIABLES LIKE 'wsrep_on'").Scan(&name, &value)
-	switch {
-	case errors.Is(err, sql.ErrNoRows):
-	case err != nil:
-		return fmt.Errorf("read wsrep_on: %w", err)
-	case strings.EqualFold(value, "ON"):
+	rows, err := db.QueryContext(ctx, topologyQuery)
+	if err != nil {
+		return fmt.Errorf("read wsrep_on and group_replication_single_primary_mode: %w", err)
+	}
+	var wsrepOn, singlePrimary string
+	for rows.Next() {
+		var name, value string
+		if err := rows.Scan(&name, &value); err != nil {
+			_ = rows.Close()
+			return fmt.Errorf("read wsrep_on and group_replication_single_primary_mode: %w", err)
+		}
+		switch strings.ToLower(name) {
+		case "wsrep_on":
+			wsrepOn = value
+		case "group_replication_single_primary_mode":
+			singlePrimary = value
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("read wsrep_on and group_replication_single_primary_mode: %w", err)
+	}
+	if strings.EqualFold(wsrepOn, "ON") {
 		return ErrNodeLocal
 	}
+	if !strings.EqualFold(singlePrimary, "OFF") && singlePrimary != "0" {
+		return nil
+	}
+	var online int
+	if err := db.QueryRowContext(ctx, onlineMembersQuery).Scan(&online); err != nil {
+		return fmt.Errorf("group_replication_single_primary_mode=OFF, and the ONLINE members of the group could not be read: %w", err)
+	}
+	if online > 1 {
+		return fmt.Errorf("%w (%d ONLINE members)", ErrMultiPrimary, online)
+	}
 	return nil
+}
+
+// Server error numbers of a wait ended by the server, not by its client.
+const (
+	errNumInterrupted      = 1317 // ER_QUERY_INTERRUPTED: KILL QUERY (MySQL; MariaDB outside the wait)
+	errNumMySQLTimeout     = 3024 // ER_QUERY_TIMEOUT: max_execution_time (MySQL, TiDB)
+	errNumMariaDBTimeout   = 1969 // ER_STATEMENT_TIMEOUT: max_statement_time (MariaDB)
+	errNumUnknownVariable  = 1193 // ER_UNKNOWN_SYSTEM_VARIABLE
+	errNumBadLockName      = 3057 // ER_USER_LOCK_WRONG_NAME (MySQL: empty, bad charset, over 64 characters before 8.4)
+	errNumOverlongLockName = 4163 // ER_USER_LOCK_OVERLONG_NAME (MySQL 8.4: over 64 characters)
+	errNumTooLongIdent     = 1059 // ER_TOO_LONG_IDENT (MariaDB: a lock name over 192 bytes)
+)
+
+// IsWaitKilled reports whether err is, or wraps, a server error saying that
+// the statement was ended by the server while it ran: error 1317 (an
+// operator's KILL QUERY; MySQL fails a waiting GET_LOCK with it, where
+// MariaDB answers NULL), 3024 (MySQL's and TiDB's max_execution_time) or
+// 1969 (MariaDB's max_statement_time).
+func IsWaitKilled(err error) bool {
+	var me *mysql.MySQLError
+	if !errors.As(err, &me) {
+		return false
+	}
+	switch me.Number {
+	case errNumInterrupted, errNumMySQLTimeout, errNumMariaDBTimeout:
+		return true
+	}
+	return false
+}
+
+// IsBadLockName reports whether err is, or wraps, a server error refusing a
+// lock name: MySQL's 3057 (empty, not convertible to its character set,
+// or, before 8.4, over 64 characters) or 4163 (MySQL 8.4: over 64
+// characters), or MariaDB's 1059 (over 192 bytes). keyfmt.Portable never
+// produces such a name.
+func IsBadLockName(err error) bool {
+	var me *mysql.MySQLError
+	if !errors.As(err, &me) {
+		return false
+	}
+	switch me.Number {
+	case errNumBadLockName, errNumOverlongLockName, errNumTooLongIdent:
+		return true
+	}
+	return false
+}
+
+// IsUnknownVariable reports whether err is, or wraps, the server's error
+// 1193: a SET of a system variable this server does not have.
+func IsUnknownVariable(err error) bool {
+	var me *mysql.MySQLError
+	return errors.As(err, &me) && me.Number == errNumUnknownVariable
+}
+
+// StatementTimeVar names the session variable that bounds how long one
+// statement may run on this kind of server, a bound that ends a GET_LOCK
+// wait like any other statement: max_statement_time on MariaDB (seconds,
+// every statement), max_execution_time on MySQL and TiDB (milliseconds,
+// every SELECT, and GET_LOCK runs in one). It is "" for Embedded, which
+// enforces none, and for Unknown. 0 switches the bound off for the session
+// (NoStatementLimit). MariaDB refuses MySQL's name with error 1193, and
+// MySQL MariaDB's: one DSN cannot set it on both.
+func (f Flavor) StatementTimeVar() string {
+	switch f {
+	case MariaDB:
+		return "max_statement_time"
+	case MySQL, TiDB:
+		return "max_execution_time"
+	}
+	return ""
+}
+
+// NoStatementLimit returns the statement that switches this server's
+// statement time limit (StatementTimeVar) off for the session that runs it,
+// "SET SESSION max_statement_time = 0" on MariaDB, or "" when the server
+// has no such limit.
+func (f Flavor) NoStatementLimit() string {
+	if v := f.StatementTimeVar(); v != "" {
+		return "SET SESSION " + v + " = 0"
+	}
+	return ""
 }

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -262,18 +263,44 @@ func TestCheckTopology(t *testing.T) {
 }
 
 // TestCheckTopologyAnswers runs CheckTopology against a fake driver that
-// answers SHOW VARIABLES LIKE 'wsrep_on' as told: no Galera node runs here.
+// answers its queries as told: no Galera node and no Group Replication
+// group run here. The fake's DSN lists what the server answers:
+// "name=value" for each variable SHOW VARIABLES has, "online=N" for the
+// ONLINE members of the group, "fail" for a failing SHOW VARIABLES,
+// "failmembers" for a failing read of the members.
 func TestCheckTopologyAnswers(t *testing.T) {
+	const gr = "group_replication_single_primary_mode"
+	isNil := func(err error) bool { return err == nil }
+	multi := func(n int) func(error) bool {
+		return func(err error) bool {
+			return errors.Is(err, flavor.ErrMultiPrimary) && errors.Is(err, flavor.ErrNodeLocal) &&
+				err.Error() == fmt.Sprintf("%v (%d ONLINE members)", flavor.ErrMultiPrimary, n)
+		}
+	}
 	for _, tc := range []struct {
-		answer string // the fake's DSN: a value, "none" (no row) or "fail"
+		answer string
 		check  func(error) bool
 	}{
-		{"ON", func(err error) bool { return err == flavor.ErrNodeLocal }},
-		{"on", func(err error) bool { return err == flavor.ErrNodeLocal }},
-		{"OFF", func(err error) bool { return err == nil }},
-		{"none", func(err error) bool { return err == nil }},
+		{"wsrep_on=ON", func(err error) bool { return err == flavor.ErrNodeLocal }},
+		{"wsrep_on=on", func(err error) bool { return err == flavor.ErrNodeLocal }},
+		{"wsrep_on=OFF", isNil},
+		{"", isNil}, // no such variables: MariaDB without Galera, MySQL without Group Replication
 		{"fail", func(err error) bool {
 			return errors.Is(err, errFake) && !errors.Is(err, flavor.ErrNodeLocal) && strings.Contains(err.Error(), "read wsrep_on")
+		}},
+
+		// Group Replication: refused in multi-primary mode with more than
+		// one ONLINE member, like Galera.
+		{gr + "=OFF;online=3", multi(3)},
+		{gr + "=OFF;online=2", multi(2)},
+		{gr + "=0;online=2", multi(2)},
+		{gr + "=OFF;online=1", isNil}, // a group of one: one node, one set of locks
+		{gr + "=OFF;online=0", isNil}, // the plugin is installed, the group is not running
+		{gr + "=ON;online=3", isNil},  // single primary: like a primary with replicas
+		{"wsrep_on=OFF;" + gr + "=ON;online=5", isNil},
+		{gr + "=OFF;failmembers", func(err error) bool {
+			return errors.Is(err, errFake) && !errors.Is(err, flavor.ErrNodeLocal) &&
+				strings.Contains(err.Error(), "ONLINE members of the group could not be read")
 		}},
 	} {
 		db, err := sql.Open(fakeDriverName, tc.answer)
@@ -282,14 +309,18 @@ func TestCheckTopologyAnswers(t *testing.T) {
 		}
 		err = flavor.CheckTopology(context.Background(), db)
 		_ = db.Close()
+		t.Logf("server answering %q: CheckTopology = %v", tc.answer, err)
 		if !tc.check(err) {
-			t.Errorf("wsrep_on %s: CheckTopology = %v", tc.answer, err)
+			t.Errorf("server answering %q: CheckTopology = %v", tc.answer, err)
 		}
+	}
+	if errors.Is(flavor.ErrNodeLocal, flavor.ErrMultiPrimary) {
+		t.Error("ErrNodeLocal (Galera) matches ErrMultiPrimary")
 	}
 }
 
-// A fake database/sql driver whose every query answers one row
-// ("wsrep_on", DSN), no row (DSN "none") or errFake (DSN "fail").
+// A fake database/sql driver answering CheckTopology's queries from its DSN
+// (see TestCheckTopologyAnswers), or failing with errFake.
 const fakeDriverName = "flavor-test-fake"
 
 var errFake = errors.New("fake query failure")
@@ -302,34 +333,165 @@ func (fakeDriver) Open(dsn string) (driver.Conn, error) { return fakeConn(dsn), 
 
 type fakeConn string
 
-func (c fakeConn) Prepare(string) (driver.Stmt, error) { return fakeStmt(c), nil }
-func (fakeConn) Close() error                          { return nil }
-func (fakeConn) Begin() (driver.Tx, error)             { return nil, errors.New("no transactions") }
+func (c fakeConn) Prepare(q string) (driver.Stmt, error) { return fakeStmt{c, q}, nil }
+func (fakeConn) Close() error                            { return nil }
+func (fakeConn) Begin() (driver.Tx, error)               { return nil, errors.New("no transactions") }
 
-type fakeStmt string
+type fakeStmt struct {
+	conn  fakeConn
+	query string
+}
 
 func (fakeStmt) Close() error                               { return nil }
 func (fakeStmt) NumInput() int                              { return -1 }
 func (fakeStmt) Exec([]driver.Value) (driver.Result, error) { return nil, errors.New("no exec") }
 func (s fakeStmt) Query([]driver.Value) (driver.Rows, error) {
-	switch s {
-	case "fail":
-		return nil, errFake
-	case "none":
-		return &fakeRows{}, nil
+	answers := map[string]string{}
+	for _, kv := range strings.Split(string(s.conn), ";") {
+		k, v, _ := strings.Cut(kv, "=")
+		answers[k] = v
 	}
-	return &fakeRows{row: []driver.Value{"wsrep_on", string(s)}}, nil
+	switch {
+	case strings.HasPrefix(s.query, "SHOW VARIABLES"):
+		if _, ok := answers["fail"]; ok {
+			return nil, errFake
+		}
+		r := &fakeRows{cols: []string{"Variable_name", "Value"}}
+		for _, name := range []string{"wsrep_on", "group_replication_single_primary_mode"} {
+			if v, ok := answers[name]; ok && strings.Contains(s.query, "'"+name+"'") {
+				r.rows = append(r.rows, []driver.Value{name, v})
+			}
+		}
+		return r, nil
+	case strings.Contains(s.query, "performance_schema.replication_group_members") &&
+		strings.Contains(s.query, "MEMBER_STATE = 'ONLINE'"):
+		if _, ok := answers["failmembers"]; ok {
+			return nil, errFake
+		}
+		n, err := strconv.Atoi(answers["online"])
+		if err != nil {
+			return nil, fmt.Errorf("fake: online=%q: %w", answers["online"], err)
+		}
+		return &fakeRows{cols: []string{"COUNT(*)"}, rows: [][]driver.Value{{int64(n)}}}, nil
+	}
+	return nil, fmt.Errorf("fake: unexpected query %q", s.query)
 }
 
-type fakeRows struct{ row []driver.Value }
+type fakeRows struct {
+	cols []string
+	rows [][]driver.Value
+}
 
-func (*fakeRows) Columns() []string { return []string{"Variable_name", "Value"} }
-func (*fakeRows) Close() error      { return nil }
+func (r *fakeRows) Columns() []string { return r.cols }
+func (*fakeRows) Close() error        { return nil }
 func (r *fakeRows) Next(dest []driver.Value) error {
-	if r.row == nil {
+	if len(r.rows) == 0 {
 		return io.EOF
 	}
-	copy(dest, r.row)
-	r.row = nil
+	copy(dest, r.rows[0])
+	r.rows = r.rows[1:]
 	return nil
+}
+
+// TestIsWaitKilled: the errors of a wait ended by the server (KILL QUERY,
+// a statement time limit) on MySQL, MariaDB and TiDB, as the driver returns
+// them, and nothing else.
+func TestIsWaitKilled(t *testing.T) {
+	for _, tc := range []struct {
+		err  error
+		want bool
+	}{
+		{&mysql.MySQLError{Number: 1317, SQLState: [5]byte{'7', '0', '1', '0', '0'}, Message: "Query execution was interrupted"}, true},
+		{&mysql.MySQLError{Number: 3024, SQLState: [5]byte{'H', 'Y', '0', '0', '0'}, Message: "Query execution was interrupted, maximum statement execution time exceeded"}, true},
+		{&mysql.MySQLError{Number: 1969, SQLState: [5]byte{'7', '0', '1', '0', '0'}, Message: "Query execution was interrupted (max_statement_time exceeded)"}, true},
+		{fmt.Errorf("GET_LOCK: %w", &mysql.MySQLError{Number: 3024}), true},
+		{&mysql.MySQLError{Number: 1213}, false}, // deadlock
+		{&mysql.MySQLError{Number: 3058}, false}, // deadlock
+		{&mysql.MySQLError{Number: 1205}, false}, // lock wait timeout
+		{&mysql.MySQLError{Number: 1927}, false}, // connection killed (MariaDB)
+		{mysql.ErrInvalidConn, false},
+		{errors.New("Error 1317: interrupted"), false},
+		{nil, false},
+	} {
+		if got := flavor.IsWaitKilled(tc.err); got != tc.want {
+			t.Errorf("IsWaitKilled(%v) = %v, want %v", tc.err, got, tc.want)
+		}
+	}
+}
+
+// TestIsBadLockName: MySQL's 3057 and 4163 (8.4's number for an over-long
+// name) and MariaDB's 1059 are refused names; other errors are not.
+func TestIsBadLockName(t *testing.T) {
+	for _, tc := range []struct {
+		err  error
+		want bool
+	}{
+		{&mysql.MySQLError{Number: 3057, Message: "Incorrect user-level lock name ''."}, true},
+		{&mysql.MySQLError{Number: 4163, Message: "User-level lock name 'xxx' should not exceed 64 characters."}, true},
+		{&mysql.MySQLError{Number: 1059, Message: "Identifier name 'xxx' is too long"}, true},
+		{fmt.Errorf("x: %w", &mysql.MySQLError{Number: 4163}), true},
+		{&mysql.MySQLError{Number: 1317}, false},
+		{nil, false},
+	} {
+		if got := flavor.IsBadLockName(tc.err); got != tc.want {
+			t.Errorf("IsBadLockName(%v) = %v, want %v", tc.err, got, tc.want)
+		}
+	}
+	if !flavor.IsUnknownVariable(fmt.Errorf("x: %w", &mysql.MySQLError{Number: 1193})) || flavor.IsUnknownVariable(&mysql.MySQLError{Number: 1105}) {
+		t.Error("IsUnknownVariable does not tell error 1193")
+	}
+}
+
+// TestStatementTimeVar: the per-kind rule. MySQL's and TiDB's variable
+// cannot be tried here (no such server runs): MariaDB's is tried by
+// TestNoStatementLimitOnServer.
+func TestStatementTimeVar(t *testing.T) {
+	for f, want := range map[flavor.Flavor]string{
+		flavor.MariaDB:  "max_statement_time",
+		flavor.MySQL:    "max_execution_time",
+		flavor.TiDB:     "max_execution_time",
+		flavor.Embedded: "",
+		flavor.Unknown:  "",
+	} {
+		if got := f.StatementTimeVar(); got != want {
+			t.Errorf("%v.StatementTimeVar() = %q, want %q", f, got, want)
+		}
+		stmt := f.NoStatementLimit()
+		if (want == "") != (stmt == "") || (want != "" && stmt != "SET SESSION "+want+" = 0") {
+			t.Errorf("%v.NoStatementLimit() = %q", f, stmt)
+		}
+	}
+}
+
+// TestNoStatementLimitOnServer: the test server accepts its kind's
+// statement, and it switches the limit off for that session only.
+func TestNoStatementLimitOnServer(t *testing.T) {
+	s := testdb.Get(t)
+	stmt := s.Flavor.NoStatementLimit()
+	if stmt == "" {
+		t.Skipf("%s has no statement time limit", s.Name)
+	}
+	db := testdb.OpenDB(t, s.DSN)
+	db.SetMaxOpenConns(1)
+	ctx := context.Background()
+	if _, err := db.ExecContext(ctx, "SET SESSION "+s.Flavor.StatementTimeVar()+" = 5"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.ExecContext(ctx, stmt); err != nil {
+		t.Fatalf("%s: %s: %v", s.Name, stmt, err)
+	}
+	var v float64
+	if err := db.QueryRowContext(ctx, "SELECT @@session."+s.Flavor.StatementTimeVar()).Scan(&v); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("%s: after %q the session's %s is %v", s.Name, stmt, s.Flavor.StatementTimeVar(), v)
+	if v != 0 {
+		t.Errorf("%s = %v after %q", s.Flavor.StatementTimeVar(), v, stmt)
+	}
+	other := map[flavor.Flavor]flavor.Flavor{flavor.MariaDB: flavor.MySQL, flavor.MySQL: flavor.MariaDB, flavor.TiDB: flavor.MariaDB}[s.Flavor]
+	_, err := db.ExecContext(ctx, other.NoStatementLimit())
+	t.Logf("%s: the other kind's %q: %v", s.Name, other.NoStatementLimit(), err)
+	if !flavor.IsUnknownVariable(err) {
+		t.Errorf("%q on %s = %v, want error 1193", other.NoStatementLimit(), s.Name, err)
+	}
 }
