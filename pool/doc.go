@@ -16,12 +16,14 @@
 //     and a RELEASE_LOCK or a lost connection there would silently drop it.
 //   - Different settings. Lock connections need interpolated parameters (one
 //     round trip per statement), no read timeout shorter than the longest
-//     wait, and a short session wait_timeout (the lease) so that the server
-//     frees the locks of a vanished host quickly. Business connections want
-//     none of that.
+//     wait, no statement time limit (a server-wide max_statement_time or
+//     max_execution_time would cut every long wait), and a short session
+//     wait_timeout (the lease) so that the server frees the locks of a
+//     vanished host quickly. Business connections want none of that.
 //
 // [Open] parses the DSN with the driver's own parser, enforces those
 // settings, pings the server, checks that named locks really work there and
 // refuses servers where they cannot be trusted (Galera or Percona XtraDB
-// Cluster with wsrep_on=ON). Errors never contain the password.
+// Cluster with wsrep_on=ON, Group Replication in multi-primary mode). Errors
+// never contain the password.
 package pool

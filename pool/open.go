@@ -18,7 +18,8 @@ import (
 
 // ErrUnsupportedServer is returned by [Open] when the server answers but
 // named locks cannot be trusted there (for example Galera or Percona XtraDB
-// Cluster with wsrep_on=ON, where locks are node-local or refused).
+// Cluster with wsrep_on=ON, where locks are node-local or refused, or Group
+// Replication in multi-primary mode, where each member grants its own).
 var ErrUnsupportedServer = errors.New("pool: named locks cannot be trusted on this server")
 
 // Open opens the dedicated lock pool described by dsn (the go-sql-driver
@@ -36,6 +37,11 @@ func Open(dsn string, opts ...Option) (*sql.DB, error) {
 //   - readTimeout=0: a read timeout would cut a GET_LOCK wait short and lose
 //     the connection; waits are bounded by contexts instead;
 //   - the session wait_timeout set to the lease ([WithLease]);
+//   - the server's statement time limit switched off in every session
+//     (MariaDB max_statement_time, MySQL and TiDB max_execution_time, each
+//     set to 0 on the server that has it, as learned on a first connection):
+//     a server-wide limit would otherwise end every GET_LOCK wait that
+//     outlasts it, whatever ctx allows;
 //   - at most [WithMaxConns] connections, all kept idle for reuse, with no
 //     maximum lifetime (a held lock's connection is never recycled under
 //     it); a connection left idle in the pool is closed after a third of
@@ -54,7 +60,9 @@ func Open(dsn string, opts ...Option) (*sql.DB, error) {
 // unknown), but one registered for "tcp" or "unix" themselves is not.
 //
 // It then pings the server, verifies that GET_LOCK and RELEASE_LOCK work and
-// that the server is not a Galera node with wsrep_on=ON. On any failure the
+// that named locks are not node-local there: neither a Galera node with
+// wsrep_on=ON nor a member of a Group Replication group in multi-primary
+// mode with more than one ONLINE member. On any failure the
 // pool is closed and the error names the address and user, never the
 // password. ctx bounds those checks together with [WithConnectTimeout].
 func OpenContext(ctx context.Context, dsn string, opts ...Option) (*sql.DB, error) {
@@ -74,6 +82,12 @@ func OpenContext(ctx context.Context, dsn string, opts ...Option) (*sql.DB, erro
 		cfg.Params = map[string]string{}
 	}
 	cfg.Params["wait_timeout"] = strconv.FormatInt(leaseSeconds(o.lease), 10)
+
+	ctx, cancel := context.WithTimeout(ctx, o.connectTimeout)
+	defer cancel()
+	if err := noStatementLimit(ctx, cfg); err != nil {
+		return nil, redact(fmt.Errorf("pool: %s: %w", describe(cfg), err), cfg.Passwd)
+	}
 	tracked := tracksNetConns(cfg)
 	if tracked {
 		cfg.DialFunc = lockconn.Dial
@@ -89,8 +103,6 @@ func OpenContext(ctx context.Context, dsn string, opts ...Option) (*sql.DB, erro
 	db.SetConnMaxLifetime(0)
 	db.SetConnMaxIdleTime(c.IdleTimeout())
 
-	ctx, cancel := context.WithTimeout(ctx, o.connectTimeout)
-	defer cancel()
 	if err := check(ctx, db); err != nil {
 		_ = db.Close()
 		return nil, redact(fmt.Errorf("pool: %s: %w", describe(cfg), err), cfg.Passwd)
@@ -125,8 +137,9 @@ func describe(cfg *mysql.Config) string {
 	return fmt.Sprintf("%s %s as %q", cfg.Net, cfg.Addr, cfg.User)
 }
 
-// check pings the server, refuses Galera with wsrep_on=ON and proves that a
-// named lock can be taken and released.
+// check pings the server, refuses Galera with wsrep_on=ON and Group
+// Replication in multi-primary mode, and proves that a named lock can be
+// taken and released.
 func check(ctx context.Context, db *sql.DB) error {
 	if err := db.PingContext(ctx); err != nil {
 		return fmt.Errorf("cannot reach the server: %w", err)
