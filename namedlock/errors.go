@@ -11,8 +11,11 @@ import (
 // error) joined in.
 var (
 	// ErrNotAcquired: the lock was not acquired, because another session
-	// holds it (TryAcquire, a server timeout) or because ctx ended first (the
-	// error then also matches ctx.Err()).
+	// holds it (TryAcquire, a server timeout), because ctx ended first (the
+	// error then also matches ctx.Err()), or because the server ended the
+	// wait itself, by an operator's KILL QUERY or a statement time limit
+	// (which lock connections switch off for their sessions): the error
+	// then says so.
 	ErrNotAcquired = errors.New("namedlock: lock not acquired")
 	// ErrLockLost: the lock was held and is no longer: its session ended
 	// (KILL, server restart, network failure, wait_timeout) or its ownership

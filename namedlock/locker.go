@@ -60,7 +60,9 @@ func New(db *sql.DB, opts ...Option) *Locker {
 //
 // A db that does not come from pool.Open works too: its connections get
 // [pool.DefaultLease] as their session wait_timeout (one SET SESSION per
-// connection, at its first lock), and statements bounded by the library's
+// connection, at its first lock), switch the server's statement time limit
+// off before each wait at the server (one SET SESSION per wait; pool.Open
+// does it once per connection), and statements bounded by the library's
 // own timeouts are bounded by contexts rather than socket deadlines.
 func NewLocker(db *sql.DB, opts ...Option) (*Locker, error) {
 	if db == nil {

@@ -159,6 +159,17 @@ func (s *server) wait(ctx context.Context, conn *sql.Conn, key, name string, id 
 		discardConn(conn)
 		return s.getLockError(ctx, key, err)
 	}
+	if !s.pooled {
+		// pool.Open switched the server's statement time limit off in its
+		// sessions; this pool's may still have one, which would end the
+		// wait. Not remembered per connection: once per wait.
+		if stmt := f.NoStatementLimit(); stmt != "" {
+			if _, err := conn.ExecContext(ctx, stmt); err != nil && !flavor.IsUnknownVariable(err) {
+				discardConn(conn)
+				return s.getLockError(ctx, key, err)
+			}
+		}
+	}
 	for {
 		deadline, hasDeadline := ctx.Deadline()
 		left := time.Until(deadline)
@@ -177,10 +188,13 @@ func (s *server) wait(ctx context.Context, conn *sql.Conn, key, name string, id 
 		}
 		var answer [1]sql.NullInt64
 		_, err := queryInts(wctx, conn, time.Time{}, answer[:], sqlWaitLock, name, timeout)
+		// Looked at before cancel, which ends wctx: an error of the server's
+		// own (a deadlock, a KILL QUERY) is not a cancelled wait.
+		cancelled := err != nil && (ctx.Err() != nil || wctx.Err() != nil)
 		cancel()
 		got := answer[0]
 		switch {
-		case err != nil && (ctx.Err() != nil || wctx.Err() != nil):
+		case cancelled:
 			// The driver closed the socket; the server session may still
 			// be waiting, or may just have been granted the lock. End it.
 			s.killer.kill(id)
@@ -190,9 +204,10 @@ func (s *server) wait(ctx context.Context, conn *sql.Conn, key, name string, id 
 			discardConn(conn)
 			return s.getLockError(ctx, key, err)
 		case !got.Valid:
-			// MariaDB answers NULL to a wait ended by KILL QUERY.
+			// MariaDB answers NULL to a wait ended by KILL QUERY or by
+			// the session's max_statement_time.
 			discardConn(conn)
-			return fmt.Errorf("%w: %q: GET_LOCK answered NULL (wait killed?)", ErrNotAcquired, key)
+			return fmt.Errorf("%w: %q: %s (GET_LOCK answered NULL)", ErrNotAcquired, key, waitKilled)
 		case got.Int64 == 1:
 			return nil
 		}
@@ -219,13 +234,23 @@ func (s *server) detect(ctx context.Context, conn *sql.Conn) (flavor.Flavor, err
 	return f, nil
 }
 
-// getLockError classifies a failed GET_LOCK.
+// waitKilled is the reason given for a wait that the server ended itself.
+const waitKilled = "the wait was killed by the server: KILL QUERY or a statement time limit"
+
+// getLockError classifies a failed GET_LOCK: ctx ended, a deadlock, a wait
+// the server ended itself (an operator's KILL QUERY, MySQL error 1317, or a
+// statement time limit, 3024 / MariaDB 1969: ErrNotAcquired with the
+// reason), a name the server refused, or any other failure.
 func (s *server) getLockError(ctx context.Context, key string, err error) error {
-	if ctxEnded(ctx) {
+	switch {
+	case ctxEnded(ctx):
 		return notAcquired(ctx, key, err)
-	}
-	if flavor.IsDeadlock(err) {
+	case flavor.IsDeadlock(err):
 		return errors.Join(fmt.Errorf("%w: %w: %q", ErrNotAcquired, ErrDeadlock, key), err)
+	case flavor.IsWaitKilled(err):
+		return fmt.Errorf("%w: %q: %s: %w", ErrNotAcquired, key, waitKilled, err)
+	case flavor.IsBadLockName(err):
+		return fmt.Errorf("namedlock: GET_LOCK for %q: the server refused the lock name: %w", key, err)
 	}
 	return fmt.Errorf("namedlock: GET_LOCK for %q: %w", key, err)
 }

@@ -1,0 +1,175 @@
+package namedlock_test
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/namedlock/mysql/internal/flavor"
+	"github.com/namedlock/mysql/internal/testdb"
+	"github.com/namedlock/mysql/namedlock"
+)
+
+// Waits ended by the server itself, not by their caller (issue 15): a
+// server-wide statement time limit, and an operator's KILL QUERY.
+
+// killedReason is what an error of a wait ended by the server says.
+const killedReason = "the wait was killed by the server: KILL QUERY or a statement time limit"
+
+// TestFaultStatementTimeLimit: on a private server whose statements are
+// limited to 1 s for every session (SET GLOBAL max_statement_time = 1), a
+// wait lasts as long as its ctx allows: it gets the lock when the holder
+// lets go after 2.5 s, and without a release it ends at its own deadline
+// (ErrNotAcquired with context.DeadlineExceeded), never at 1 s. Through a
+// pool of pool.Open and through a plain *sql.DB.
+func TestFaultStatementTimeLimit(t *testing.T) {
+	leakCheck(t)
+	srv := faultPrivate(t)
+	adm := faultAdmin(t, srv.DSN())
+	if _, err := adm.Exec("SET GLOBAL max_statement_time = 1"); err != nil {
+		t.Fatal(err)
+	}
+	// The limit is real: a plain session's long statement is cut at 1 s.
+	plain := testdb.OpenDB(t, srv.DSN())
+	start := time.Now()
+	var slept sql.NullInt64
+	err := plain.QueryRow("SELECT SLEEP(3)").Scan(&slept)
+	t.Logf("with max_statement_time = 1, SELECT SLEEP(3) on a plain session: %v, %v after %v", slept, err, time.Since(start).Round(time.Millisecond))
+	if time.Since(start) > 2*time.Second {
+		t.Fatal("the server's statement time limit is not in force")
+	}
+	holder := newInstance(t, srv.DSN())
+	base := faultBase(t)
+
+	plainLocker := func(t *testing.T) *namedlock.Locker {
+		db := testdb.OpenDB(t, srv.DSN())
+		l, err := namedlock.NewLocker(db)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = l.Close() })
+		return l
+	}
+	for _, tc := range []struct {
+		name   string
+		locker func(t *testing.T) *namedlock.Locker
+	}{
+		{"pool.Open", func(t *testing.T) *namedlock.Locker { return newInstance(t, srv.DSN()).locker }},
+		{"plain *sql.DB", plainLocker},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			waiter := tc.locker(t)
+			key := base + ":" + strings.ReplaceAll(strings.ToLower(tc.name), " ", "")
+			key = strings.NewReplacer("*", "", ".", "-").Replace(key)
+
+			// The holder lets go after 2.5 s; the waiter allowed 8 s.
+			k := faultAcquire(t, holder.locker, key, 5*time.Second)
+			released := make(chan error, 1)
+			go func() {
+				time.Sleep(2500 * time.Millisecond)
+				released <- faultRelease(k)
+			}()
+			ctx, cancel := context.WithTimeout(context.Background(), 8*time.Second)
+			defer cancel()
+			start := time.Now()
+			got, err := waiter.Acquire(ctx, key)
+			took := time.Since(start)
+			t.Logf("%s: Acquire with 8 s allowed, holder releasing after 2.5 s: %v after %v", tc.name, err, took.Round(time.Millisecond))
+			if err := <-released; err != nil {
+				t.Errorf("holder's Release: %v", err)
+			}
+			if err != nil {
+				t.Fatalf("Acquire: %v (after %v), want the lock after about 2.5 s", err, took)
+			}
+			if took < 2400*time.Millisecond {
+				t.Errorf("Acquire returned after %v, before the holder let go", took)
+			}
+			if err := faultRelease(got); err != nil {
+				t.Errorf("Release: %v", err)
+			}
+
+			// Nobody lets go: the wait ends at its own deadline, 3 s.
+			k = faultAcquire(t, holder.locker, key, 5*time.Second)
+			ctx, cancel = context.WithTimeout(context.Background(), 3*time.Second)
+			defer cancel()
+			start = time.Now()
+			_, err = waiter.Acquire(ctx, key)
+			took = time.Since(start)
+			t.Logf("%s: Acquire with 3 s allowed, the lock held throughout: %v after %v", tc.name, err, took.Round(time.Millisecond))
+			if !errors.Is(err, namedlock.ErrNotAcquired) || !errors.Is(err, context.DeadlineExceeded) {
+				t.Errorf("Acquire = %v, want ErrNotAcquired and context.DeadlineExceeded", err)
+			}
+			if took < 2900*time.Millisecond {
+				t.Errorf("the wait ended after %v, before its 3 s deadline", took)
+			}
+			if err := faultRelease(k); err != nil {
+				t.Errorf("holder's Release: %v", err)
+			}
+		})
+	}
+}
+
+// TestFaultKillQueryOnWait: an operator's KILL QUERY on a session waiting in
+// GET_LOCK (MariaDB answers NULL; MySQL fails it with error 1317) ends the
+// Acquire at once with ErrNotAcquired and a reason a person understands, not
+// with ctx's error; the connection is discarded, and the Locker takes the
+// lock normally afterwards.
+func TestFaultKillQueryOnWait(t *testing.T) {
+	leakCheck(t)
+	srv := testdb.RequireReal(t)
+	if srv.Flavor == flavor.TiDB {
+		t.Skipf("%s: KILL QUERY does not end a GET_LOCK wait on TiDB", srv.Name)
+	}
+	adm := faultAdmin(t, srv.DSN)
+	holder := newInstance(t, srv.DSN)
+	waiter := newInstance(t, srv.DSN)
+	key := faultBase(t) + ":killq"
+	k := faultAcquire(t, holder.locker, key, 5*time.Second)
+
+	type result struct {
+		err  error
+		when time.Time
+	}
+	done := make(chan result, 1)
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+	defer cancel()
+	go func() {
+		l, err := waiter.locker.Acquire(ctx, key)
+		if err == nil {
+			_ = faultRelease(l)
+		}
+		done <- result{err, time.Now()}
+	}()
+	var ids []int64
+	if _, ok := faultPoll(5*time.Second, func() bool { ids = faultWaiters(t, adm, key); return len(ids) == 1 }); !ok {
+		t.Fatalf("waiting sessions for %q: %v, want one", key, ids)
+	}
+	time.Sleep(100 * time.Millisecond)
+	if _, err := adm.Exec(fmt.Sprintf("KILL QUERY %d", ids[0])); err != nil {
+		t.Fatalf("KILL QUERY %d: %v", ids[0], err)
+	}
+	killed := time.Now()
+	var r result
+	select {
+	case r = <-done:
+	case <-time.After(5 * time.Second):
+		t.Fatal("Acquire did not return within 5 s of KILL QUERY")
+	}
+	t.Logf("%s: KILL QUERY on the waiting session: Acquire returned %v after %v", srv.Name, r.err, r.when.Sub(killed).Round(time.Millisecond))
+	if !errors.Is(r.err, namedlock.ErrNotAcquired) || ctx.Err() != nil || errors.Is(r.err, context.Canceled) {
+		t.Errorf("Acquire = %v, want ErrNotAcquired without a ctx error", r.err)
+	}
+	if r.err != nil && !strings.Contains(r.err.Error(), killedReason) {
+		t.Errorf("Acquire = %q, want the reason %q", r.err, killedReason)
+	}
+	faultInUse(t, waiter.db, 0, 2*time.Second)
+
+	if err := faultRelease(k); err != nil {
+		t.Fatal(err)
+	}
+	faultAcquire(t, waiter.locker, key, 5*time.Second)
+}
