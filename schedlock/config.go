@@ -22,15 +22,20 @@ type Config struct {
 	// Name identifies the job: one row of the table. At most MaxNameLength
 	// characters. Names are compared with the name column's collation, which
 	// for a table made by CreateTable in a default utf8mb4 database is
-	// case-insensitive and ignores trailing spaces: "Job" and "job" are the
-	// same lock.
+	// case- and accent-insensitive ("Job" and "job" are the same lock, and
+	// so are "cafe" and "café"); trailing spaces are ignored on MariaDB
+	// (PAD SPACE) but not on MySQL 8 (utf8mb4_0900_ai_ci is NO PAD: "job"
+	// and "job " are two locks).
 	Name string
 
 	// LockAtMostFor is how long the lock is held if the holder never
 	// unlocks it (it crashed): lock_until is set to now + LockAtMostFor on
 	// acquire. It must be positive (at least a millisecond) and should be
 	// longer than the job normally runs, or another instance may run the job
-	// while it is still running — unless KeepAlive extends the lease.
+	// while it is still running — unless KeepAlive extends the lease. now +
+	// LockAtMostFor (database time) must not pass 2038-01-19 03:14:07 UTC,
+	// the end of the TIMESTAMP column: such a lease is refused with
+	// ErrLeaseOutOfRange (see the package documentation).
 	LockAtMostFor time.Duration
 
 	// LockAtLeastFor is how long, measured from acquisition, the lock stays

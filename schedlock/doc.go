@@ -31,22 +31,26 @@
 //
 // and the statements are those of ShedLock's MySQL provider with
 // usingDbTime() (MySqlServerTimeStatementsSource), durations in
-// microseconds:
+// microseconds, each with one condition added (FITS, below):
 //
 //	lock:   INSERT IGNORE INTO shedlock (name, lock_until, locked_at, locked_by)
-//	          VALUES (?, TIMESTAMPADD(MICROSECOND, ?, UTC_TIMESTAMP(3)), UTC_TIMESTAMP(3), ?)
+//	          SELECT ?, TIMESTAMPADD(MICROSECOND, ?, UTC_TIMESTAMP(3)), UTC_TIMESTAMP(3), ?
+//	          FROM DUAL WHERE FITS
 //	        then, if no row was inserted:
 //	        UPDATE shedlock SET lock_until = TIMESTAMPADD(MICROSECOND, ?, UTC_TIMESTAMP(3)),
 //	          locked_at = UTC_TIMESTAMP(3), locked_by = ?
-//	          WHERE name = ? AND lock_until <= UTC_TIMESTAMP(3)
+//	          WHERE name = ? AND lock_until <= UTC_TIMESTAMP(3) AND FITS
 //	extend: UPDATE shedlock SET lock_until = TIMESTAMPADD(MICROSECOND, ?, UTC_TIMESTAMP(3))
-//	          WHERE name = ? AND locked_by = ? AND lock_until > UTC_TIMESTAMP(3)
+//	          WHERE name = ? AND locked_by = ? AND lock_until > UTC_TIMESTAMP(3) AND FITS
 //	unlock: UPDATE shedlock SET lock_until = IF(TIMESTAMPADD(MICROSECOND, ?, locked_at) > UTC_TIMESTAMP(3),
 //	          TIMESTAMPADD(MICROSECOND, ?, locked_at), UTC_TIMESTAMP(3))
 //	          WHERE name = ? AND locked_by = ?
 //
+//	FITS:   TIMESTAMPADD(MICROSECOND, ?, UTC_TIMESTAMP(3)) <= FROM_UNIXTIME(2147483647.999)
+//
 // so Go instances and Java instances configured with usingDbTime() share job
-// locks in one table. Besides them the package only reads (SELECT by
+// locks in one table: within the TIMESTAMP range the rows written are
+// ShedLock's, byte for byte. Besides them the package only reads (SELECT by
 // primary key) to explain an unsuccessful statement: who holds the job, or
 // whether a row changed 0 rows because MySQL counts changed rows, not
 // matched ones.
@@ -54,6 +58,32 @@
 // Like ShedLock, the Provider skips the INSERT for names whose row it has
 // already seen; unlike ShedLock, it notices a deleted row and inserts it
 // again.
+//
+// # The end of TIMESTAMP
+//
+// A TIMESTAMP column holds times up to 2038-01-19 03:14:07.999 UTC. ShedLock
+// writes lock_until = now + lockAtMostFor whatever it is: past that end,
+// INSERT IGNORE (or any statement in a session without a strict sql_mode)
+// stores a zero lock_until with a mere warning, and the next instance takes
+// the job while its holder still runs it — a LockAtMostFor of 15 years
+// today, or of one year in 2037. The Provider refuses such a lease instead
+// (FITS above: the statement writes nothing) and says so with
+// ErrLeaseOutOfRange, for Lock and Run, for Extend and for the keep-alive,
+// whose lease then ends at the lock_until it has. The end is computed by
+// the server, from its own clock and in the session's time_zone (the zone
+// lock_until is converted from), never from the application's clock. A
+// lease is refused rather than capped at the end: a cap would silently
+// shorten LockAtMostFor, and write a lock_until that ShedLock itself never
+// writes. The bound is TIMESTAMP's classic one everywhere, also on servers
+// whose TIMESTAMP reaches further (MariaDB 11.5 and later on 64-bit
+// platforms).
+//
+// # Session settings
+//
+// The Provider runs short single-row statements on the application's pool
+// and leaves its session settings alone. A server-wide statement time limit
+// (MariaDB max_statement_time; MySQL's max_execution_time covers SELECTs
+// only) can make one of them fail, with an error, never change a lease.
 //
 // # Time zones
 //
@@ -87,9 +117,15 @@
 // truncates it, after which its UPDATE never matches and the job silently
 // never runs). A name the table's column still mangles (a narrower column,
 // a character set without the name's characters) is reported with
-// ErrNameNotStorable. Names compare with the column's collation: with the
-// default utf8mb4 collations, case-insensitively and ignoring trailing
-// spaces.
+// ErrNameNotStorable. Names compare with the column's collation, which
+// CreateTable leaves to the database's default. With the defaults, names
+// compare case-insensitively and accent-insensitively ("Job", "job" and
+// "JOB" are one job, and so are "cafe" and "café"); trailing spaces differ
+// between servers: MariaDB's default utf8mb4_general_ci is PAD SPACE ("job"
+// and "job " are one job), MySQL 8's utf8mb4_0900_ai_ci is NO PAD ("job"
+// and "job " are two jobs). Instances sharing a table share its collation,
+// so they agree with each other; avoid names that differ only in case,
+// accents or trailing spaces.
 //
 // # Choosing locked_by
 //

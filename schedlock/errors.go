@@ -51,6 +51,13 @@ var (
 	// server wrote does not carry the name. The job could never be unlocked
 	// by name; this package fails instead of silently skipping it forever.
 	ErrNameNotStorable = errors.New("schedlock: job name cannot be stored exactly in the name column")
+
+	// ErrLeaseOutOfRange reports a lease whose lock_until (the server's
+	// now plus LockAtMostFor, or plus an extension) would be past the end
+	// of the TIMESTAMP column, 2038-01-19 03:14:07.999 UTC. The lease was
+	// not taken or not extended, and nothing was written: a shorter
+	// LockAtMostFor (or extension) would fit.
+	ErrLeaseOutOfRange = errors.New("schedlock: lease ends past 2038-01-19 03:14:07 UTC, the end of the TIMESTAMP column")
 )
 
 // MySQL server error numbers this package classifies.

@@ -60,9 +60,11 @@ func (l *Lease) lostErr() error {
 // Extend sets lock_until to now + d (database time) with ShedLock's extend
 // statement, only if the lease is still this Provider's and unexpired. An
 // error matching ErrLeaseLost means it is not (the lease then ends, see
-// Done); any other error leaves the lease's state unknown. d must be at
-// least a millisecond. Extend does not change locked_at, so LockAtLeastFor
-// still counts from acquisition.
+// Done); one matching ErrLeaseOutOfRange means now + d would be past the
+// end of the TIMESTAMP column, and lock_until was left as it was (the lease
+// is still held); any other error leaves the lease's state unknown. d must
+// be at least a millisecond. Extend does not change locked_at, so
+// LockAtLeastFor still counts from acquisition.
 func (l *Lease) Extend(ctx context.Context, d time.Duration) error {
 	if l == nil {
 		return ErrUnlocked

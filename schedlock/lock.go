@@ -3,7 +3,6 @@ package schedlock
 import (
 	"context"
 	"database/sql"
-	"errors"
 	"fmt"
 	"time"
 )
@@ -16,8 +15,10 @@ import (
 // cfg.LockAtMostFor (database time); release it with (*Lease).Unlock. If
 // another instance holds it, the error matches ErrLocked and names the
 // holder. Invalid configurations match ErrInvalidConfig without touching the
-// database; a missing table matches ErrTableNotFound and a table without
-// ShedLock's columns ErrBadTable.
+// database; a lease that would end past the TIMESTAMP column's range
+// matches ErrLeaseOutOfRange, and nothing is written; a missing table
+// matches ErrTableNotFound and a table without ShedLock's columns
+// ErrBadTable.
 //
 // If cfg.KeepAlive is positive, the Lease extends itself in a goroutine that
 // Unlock stops and waits for; Done and Err report a lost lease.
@@ -61,7 +62,7 @@ func (p *Provider) acquire(ctx context.Context, cfg Config) error {
 	for attempt := 0; ; attempt++ {
 		_, known := p.known.Load(cfg.Name)
 		if !known {
-			n, err := p.exec(ctx, "lock (insert)", p.stmt.insert, cfg.Name, atMost, p.lockedBy)
+			n, err := p.exec(ctx, "lock (insert)", p.stmt.insert, cfg.Name, atMost, p.lockedBy, atMost)
 			if err != nil {
 				return err
 			}
@@ -73,7 +74,7 @@ func (p *Provider) acquire(ctx context.Context, cfg Config) error {
 				return nil
 			}
 		}
-		n, err := p.exec(ctx, "lock (update)", p.stmt.update, atMost, p.lockedBy, cfg.Name)
+		n, err := p.exec(ctx, "lock (update)", p.stmt.update, atMost, p.lockedBy, cfg.Name, atMost)
 		if err != nil {
 			return err
 		}
@@ -81,17 +82,21 @@ func (p *Provider) acquire(ctx context.Context, cfg Config) error {
 			p.known.Store(cfg.Name, struct{}{})
 			return nil
 		}
-		// Not acquired. Tell "held by someone" from "there is no row by
-		// this name", which ShedLock cannot: a deleted row (insert it
-		// again) or a name the column mangled (fail loudly).
-		var holder string
-		err = p.db.QueryRowContext(ctx, p.stmt.holder, cfg.Name).Scan(&holder)
+		// Not acquired. Tell "held by someone" from "the lease would end
+		// past TIMESTAMP's range" and from "there is no row by this name",
+		// which ShedLock cannot: a deleted row (insert it again) or a name
+		// the column mangled (fail loudly).
+		var holder sql.NullString
+		var fits sql.NullInt64
+		err = p.db.QueryRowContext(ctx, p.stmt.holder, cfg.Name, atMost).Scan(&holder, &fits)
 		switch {
-		case err == nil:
-			p.known.Store(cfg.Name, struct{}{})
-			return fmt.Errorf("%w: job %q is held by %q", ErrLocked, cfg.Name, holder)
-		case !errors.Is(err, sql.ErrNoRows):
+		case err != nil:
 			return p.classify("lock (holder)", err)
+		case fits.Int64 != 1:
+			return outOfRange(cfg.Name, "LockAtMostFor", cfg.LockAtMostFor)
+		case holder.Valid:
+			p.known.Store(cfg.Name, struct{}{})
+			return fmt.Errorf("%w: job %q is held by %q", ErrLocked, cfg.Name, holder.String)
 		case attempt == 0:
 			p.known.Delete(cfg.Name)
 			continue
@@ -157,24 +162,37 @@ func (p *Provider) unlock(ctx context.Context, name string, atLeast time.Duratio
 // extend runs ShedLock's extend statement: lock_until = now + d, only while
 // the row is ours and unexpired.
 func (p *Provider) extend(ctx context.Context, name string, d time.Duration) error {
-	n, err := p.exec(ctx, "extend", p.stmt.extend, d.Microseconds(), name, p.lockedBy)
+	us := d.Microseconds()
+	n, err := p.exec(ctx, "extend", p.stmt.extend, us, name, p.lockedBy, us)
 	if err != nil {
 		return err
 	}
 	if n == 1 {
 		return nil
 	}
-	// 0 rows changed: lost, or extended to the lock_until it already had
+	// 0 rows changed: lost, refused because now + d would be past
+	// TIMESTAMP's range, or extended to the lock_until it already had
 	// (twice within one millisecond). Look.
-	var held int
-	if err := p.db.QueryRowContext(ctx, p.stmt.owned, name, p.lockedBy).Scan(&held); err != nil {
+	var held, fits sql.NullInt64
+	if err := p.db.QueryRowContext(ctx, p.stmt.owned, name, p.lockedBy, us).Scan(&held, &fits); err != nil {
 		return p.classify("extend (check)", err)
 	}
-	if held == 0 {
+	switch {
+	case held.Int64 == 0:
 		return fmt.Errorf("%w: job %q: the row of table %s is held by another instance or expired",
 			ErrLeaseLost, name, p.table)
+	case fits.Int64 != 1:
+		return outOfRange(name, "the extension", d)
 	}
 	return nil
+}
+
+// outOfRange is the error of a lease refused because lock_until = now + d
+// (database time) would be past the TIMESTAMP column's end.
+func outOfRange(name, what string, d time.Duration) error {
+	return fmt.Errorf("%w: job %q: now + %s (%v) would be past it; nothing was written "+
+		"(ShedLock's statement would store a zero lock_until and let another instance take the job)",
+		ErrLeaseOutOfRange, name, what, d)
 }
 
 func (p *Provider) exec(ctx context.Context, op, query string, args ...any) (int64, error) {

@@ -19,8 +19,9 @@ import (
 //     cancelled with a cause matching ErrLeaseLost (see context.Cause), and
 //     err matches ErrLeaseLost even if fn returned nil: the job may have run
 //     on two instances at once.
-//   - Invalid cfg, a missing table, or a database error: ran is false and
-//     err says why (ErrInvalidConfig, ErrTableNotFound, ErrBadTable, ...).
+//   - Invalid cfg, a lease past the TIMESTAMP range, a missing table, or a
+//     database error: ran is false and err says why (ErrInvalidConfig,
+//     ErrLeaseOutOfRange, ErrTableNotFound, ErrBadTable, ...).
 func (p *Provider) Run(ctx context.Context, cfg Config, fn func(ctx context.Context) error) (ran bool, err error) {
 	if fn == nil {
 		return false, fmt.Errorf("%w: nil job function", ErrInvalidConfig)

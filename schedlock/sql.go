@@ -6,16 +6,26 @@ package schedlock
 // durations are microseconds added with TIMESTAMPADD. Within one statement
 // UTC_TIMESTAMP(3) is the statement's start time, so "now" is one instant.
 //
+// One condition is this package's own: a statement that sets lock_until to
+// now + d writes nothing unless that fits the TIMESTAMP column (fitsDbNow),
+// where ShedLock's would store a zero lock_until (INSERT IGNORE, or any
+// statement in a non-strict session) with a mere warning, and another
+// instance would take the job at once. So the insert is an INSERT IGNORE …
+// SELECT … FROM DUAL WHERE that condition, and the updates carry it in
+// their WHERE. The unlock needs none: its lock_until is at most the one the
+// lock wrote. holder and owned tell such a refusal from the other reasons
+// a statement changed nothing.
+//
 // holder, owned and ownsRow are this package's own read-only checks; they
 // never change the table.
 type statements struct {
 	create  string
-	insert  string // args: name, lockAtMostFor µs, lockedBy
-	update  string // args: lockAtMostFor µs, lockedBy, name
+	insert  string // args: name, lockAtMostFor µs, lockedBy, lockAtMostFor µs
+	update  string // args: lockAtMostFor µs, lockedBy, name, lockAtMostFor µs
 	unlock  string // args: lockAtLeastFor µs, lockAtLeastFor µs, name, lockedBy
-	extend  string // args: lockAtMostFor µs, name, lockedBy
-	holder  string // args: name
-	owned   string // args: name, lockedBy — unexpired and ours
+	extend  string // args: lockAtMostFor µs, name, lockedBy, lockAtMostFor µs
+	holder  string // args: name, lockAtMostFor µs — (locked_by or NULL, fits)
+	owned   string // args: name, lockedBy, d µs — (unexpired and ours, fits)
 	ownsRow string // args: name, lockedBy — ours, expired or not
 }
 
@@ -23,6 +33,14 @@ const (
 	dbNow        = "UTC_TIMESTAMP(3)"
 	dbNowPlus    = "TIMESTAMPADD(MICROSECOND, ?, " + dbNow + ")"
 	lockedAtPlus = "TIMESTAMPADD(MICROSECOND, ?, locked_at)"
+
+	// timestampEnd is the last instant a TIMESTAMP(3) column holds,
+	// 2038-01-19 03:14:07.999 UTC, as a DATETIME in the session's
+	// time_zone: the zone lock_until is converted from when stored.
+	timestampEnd = "FROM_UNIXTIME(2147483647.999)"
+	// fitsDbNow is true when now + ? µs fits the TIMESTAMP column; not
+	// true (NULL) also when TIMESTAMPADD itself overflows, past 9999.
+	fitsDbNow = dbNowPlus + " <= " + timestampEnd
 )
 
 func buildStatements(table string) statements {
@@ -34,15 +52,16 @@ func buildStatements(table string) statements {
 			"locked_by VARCHAR(255) NOT NULL, " +
 			"PRIMARY KEY (name))",
 		insert: "INSERT IGNORE INTO " + table + " (name, lock_until, locked_at, locked_by) " +
-			"VALUES (?, " + dbNowPlus + ", " + dbNow + ", ?)",
+			"SELECT ?, " + dbNowPlus + ", " + dbNow + ", ? FROM DUAL WHERE " + fitsDbNow,
 		update: "UPDATE " + table + " SET lock_until = " + dbNowPlus + ", locked_at = " + dbNow +
-			", locked_by = ? WHERE name = ? AND lock_until <= " + dbNow,
+			", locked_by = ? WHERE name = ? AND lock_until <= " + dbNow + " AND " + fitsDbNow,
 		unlock: "UPDATE " + table + " SET lock_until = IF(" + lockedAtPlus + " > " + dbNow + ", " +
 			lockedAtPlus + ", " + dbNow + ") WHERE name = ? AND locked_by = ?",
 		extend: "UPDATE " + table + " SET lock_until = " + dbNowPlus +
-			" WHERE name = ? AND locked_by = ? AND lock_until > " + dbNow,
-		holder:  "SELECT locked_by FROM " + table + " WHERE name = ?",
-		owned:   "SELECT COUNT(*) FROM " + table + " WHERE name = ? AND locked_by = ? AND lock_until > " + dbNow,
+			" WHERE name = ? AND locked_by = ? AND lock_until > " + dbNow + " AND " + fitsDbNow,
+		holder: "SELECT (SELECT locked_by FROM " + table + " WHERE name = ?), " + fitsDbNow,
+		owned: "SELECT (SELECT COUNT(*) FROM " + table + " WHERE name = ? AND locked_by = ? AND lock_until > " + dbNow +
+			"), " + fitsDbNow,
 		ownsRow: "SELECT COUNT(*) FROM " + table + " WHERE name = ? AND locked_by = ?",
 	}
 }
