@@ -62,6 +62,9 @@ func defaultConfig() config {
 func newConfig(opts []Option, lease time.Duration) (config, error) {
 	c := defaultConfig()
 	for _, opt := range opts {
+		if opt == nil {
+			return c, fmt.Errorf("%w: nil Option", ErrInvalidOption)
+		}
 		if err := opt(&c); err != nil {
 			return c, err
 		}
