@@ -464,7 +464,7 @@ func TestNewLockerOptions(t *testing.T) {
 			_ = namedlock.New(db, tc.opts...)
 		}()
 	}
-	if l, err := namedlock.NewLocker(nil); !errors.Is(err, namedlock.ErrInvalidOption) || l != nil {
+	if l, err := namedlock.NewLocker(nil); !errors.Is(err, namedlock.ErrInvalidArgument) || l != nil {
 		t.Errorf("NewLocker(nil) = %v, %v", l, err)
 	}
 	short := openPool(t, testdb.Get(t).DSN, pool.WithLease(5*time.Second))

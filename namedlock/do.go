@@ -3,8 +3,6 @@ package namedlock
 import (
 	"cmp"
 	"context"
-	"errors"
-	"fmt"
 	"slices"
 
 	"github.com/namedlock/mysql/keyfmt"
@@ -16,9 +14,16 @@ import (
 //
 // fn's ctx is derived from ctx and is cancelled, with [context.Cause] an
 // error matching [ErrLockLost], if the lock is lost while fn runs; Do then
-// returns an error matching ErrLockLost, joined with fn's own error. fn
-// should stop its work, and not commit anything, once its ctx is done.
+// returns an error matching ErrLockLost and fn's own error, whose text says
+// each once ("…lost: …; " and fn's text). fn should stop its work, and not
+// commit anything, once its ctx is done.
+//
+// A nil fn returns an error matching [ErrInvalidArgument], and a nil ctx
+// panics, before anything is locked or counted.
 func (l *Locker) Do(ctx context.Context, key string, fn func(ctx context.Context) error) error {
+	if fn == nil {
+		return nilFn("Do")
+	}
 	k, err := l.Acquire(ctx, key)
 	if err != nil {
 		return err
@@ -27,8 +32,12 @@ func (l *Locker) Do(ctx context.Context, key string, fn func(ctx context.Context
 }
 
 // TryDo is [Locker.Do] that does not wait for a holder: when key is held it
-// returns an error matching [ErrNotAcquired] without running fn.
+// returns an error matching [ErrNotAcquired] without running fn. A nil fn
+// returns an error matching [ErrInvalidArgument].
 func (l *Locker) TryDo(ctx context.Context, key string, fn func(ctx context.Context) error) error {
+	if fn == nil {
+		return nilFn("TryDo")
+	}
 	k, err := l.TryAcquire(ctx, key)
 	if err != nil {
 		return err
@@ -40,8 +49,12 @@ func (l *Locker) TryDo(ctx context.Context, key string, fn func(ctx context.Cont
 // by one in one canonical order (sorted by server name, duplicates removed),
 // so two callers of DoMulti can never deadlock against each other, and every
 // key taken is given back if a later one cannot be. fn's ctx is cancelled if
-// any of the locks is lost.
+// any of the locks is lost. No keys or an empty one return an error
+// matching [ErrInvalidKey], a nil fn one matching [ErrInvalidArgument].
 func (l *Locker) DoMulti(ctx context.Context, keys []string, fn func(ctx context.Context) error) error {
+	if fn == nil {
+		return nilFn("DoMulti")
+	}
 	ordered, err := canonicalKeys(keys)
 	if err != nil {
 		return err
@@ -50,23 +63,31 @@ func (l *Locker) DoMulti(ctx context.Context, keys []string, fn func(ctx context
 	for _, key := range ordered {
 		k, err := l.Acquire(ctx, key)
 		if err != nil {
-			return errors.Join(err, l.releaseAll(locks))
+			return joinErrors(err, l.releaseAll(locks))
 		}
 		locks = append(locks, k)
 	}
 	return l.run(ctx, locks, fn)
 }
 
+// errNoKeys is the error of DoMulti without keys.
+var errNoKeys = fail("", "", "invalid key: no keys", ErrInvalidKey, ErrInvalidArgument)
+
+// nilFn is the error of a call given a nil fn.
+func nilFn(call string) error {
+	return fail("", "", "invalid argument: "+call+": nil fn", ErrInvalidArgument)
+}
+
 // canonicalKeys orders keys by their server names and drops duplicates.
 func canonicalKeys(keys []string) ([]string, error) {
 	if len(keys) == 0 {
-		return nil, fmt.Errorf("%w: no keys", ErrInvalidKey)
+		return nil, errNoKeys
 	}
 	type named struct{ key, name string }
 	ns := make([]named, 0, len(keys))
 	for _, key := range keys {
 		if key == "" {
-			return nil, fmt.Errorf("%w: empty key", ErrInvalidKey)
+			return nil, errEmptyKey
 		}
 		ns = append(ns, named{key, keyfmt.Portable(key)})
 	}
@@ -108,7 +129,7 @@ func (l *Locker) releaseAll(locks []*Lock) error {
 			errs = append(errs, err)
 		}
 	}
-	return errors.Join(errs...)
+	return joinErrors(errs...)
 }
 
 // run runs fn under the held locks and releases them, even on panic; it
@@ -118,7 +139,7 @@ func (l *Locker) run(ctx context.Context, locks []*Lock, fn func(ctx context.Con
 	if rerr == nil {
 		return ferr
 	}
-	return errors.Join(rerr, ferr)
+	return joinErrors(rerr, ferr)
 }
 
 // runSection runs fn under the held locks and releases them, even on

@@ -56,7 +56,28 @@
 // RELEASE_LOCK must answer 1. Any other answer, an error or a timeout
 // discards the connection, so a connection that may still hold a lock never
 // goes back to the pool; the server frees the lock when the session ends.
-// Release is idempotent: a second call returns [ErrNotHeld].
+// Release is idempotent: only the first call lets go of the lock; a later
+// call has no effect and returns [ErrNotHeld] (or the loss, or ErrClosed),
+// which a caller may ignore.
+//
+// # Errors
+//
+// Every error matches, with [errors.Is], the sentinels that say what
+// happened ([ErrNotAcquired], [ErrLockLost], …) and the errors that caused
+// it: ctx.Err() and the context's cause for a wait that ctx ended, the
+// server's error (reachable with [errors.As] as a *mysql.MySQLError). Its
+// text is one line that names the caller's key once and says what happened
+// in words, for a log line:
+//
+//	namedlock: lock "order:7" lost: the lock's connection was closed by the server (killed?)
+//	namedlock: lock "order:7" not acquired: the wait timed out (context deadline exceeded)
+//
+// Misuse — a nil fn, a nil database, [Locker.DoTx] given the lock pool —
+// returns [ErrInvalidArgument] (an empty key [ErrInvalidKey], which matches
+// it too) before anything is locked, counted or sent; a nil ctx panics, as
+// it does in the standard library, just as early. A pool from pool.Open
+// keeps the driver's own log lines (a broken connection) off the process's
+// stderr: a lost lock is reported by its error alone.
 //
 // # What a lock is not
 //

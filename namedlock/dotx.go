@@ -3,15 +3,16 @@ package namedlock
 import (
 	"context"
 	"database/sql"
-	"errors"
-	"fmt"
 
 	"github.com/jmoiron/sqlx"
 )
 
 // DoTx runs fn in a transaction on the application's primary pool db, under
 // the lock named by key, and commits it. It is rolled back when fn returns
-// an error or panics. db must not be the lock pool.
+// an error or panics. db must not be the lock pool: a db on the Locker's
+// lock pool (the same *sql.DB, or one opened on its connector), a nil db or
+// a nil fn return an error matching [ErrInvalidArgument] before anything is
+// locked.
 //
 // Without fencing: acquire, begin, fn, commit, release. The transaction is
 // committed before the lock is released, so the next holder sees its
@@ -37,12 +38,17 @@ import (
 // a loss of the named lock after the mint does not fail work the fence kept
 // safe, and is reported through [Locker.Stats] and the observer instead.
 func (l *Locker) DoTx(ctx context.Context, key string, db *sqlx.DB, opts *sql.TxOptions, fn func(ctx context.Context, tx *sqlx.Tx) error) error {
-	if db == nil {
-		return fmt.Errorf("%w: DoTx: nil *sqlx.DB", ErrInvalidOption)
+	switch {
+	case fn == nil:
+		return nilFn("DoTx")
+	case db == nil || db.DB == nil:
+		return fail("", "", "invalid argument: DoTx: nil *sqlx.DB", ErrInvalidArgument)
+	case l.pool != nil && sameDB(db.DB, l.pool):
+		return fail("", "", "invalid argument: DoTx: db is the Locker's lock pool; pass the application's own pool, where its transaction belongs", ErrInvalidArgument)
 	}
 	f := l.cfg.fence
 	if f != nil && db.DB != f.db {
-		return fmt.Errorf("%w: DoTx %q: db is not the *sql.DB given to WithFencing, which holds the fence table %s: its transaction could not be fenced", ErrFencing, key, f.quoted)
+		return fail(key, "", "DoTx: db is not the *sql.DB given to WithFencing, which holds the fence table "+f.quoted+": its transaction could not be fenced", ErrFencing)
 	}
 	if f != nil {
 		return l.fencedDoTx(ctx, key, db, opts, fn)
@@ -61,7 +67,7 @@ func (l *Locker) DoTx(ctx context.Context, key string, db *sqlx.DB, opts *sql.Tx
 func (l *Locker) unfencedTx(ctx context.Context, k *Lock, db *sqlx.DB, opts *sql.TxOptions, fn func(ctx context.Context, tx *sqlx.Tx) error) error {
 	tx, err := db.BeginTxx(ctx, opts)
 	if err != nil {
-		return fmt.Errorf("namedlock: DoTx %q: begin: %w", k.key, err)
+		return fail(k.key, "", "DoTx: begin: "+err.Error(), err)
 	}
 	committed := false
 	defer func() {
@@ -77,9 +83,9 @@ func (l *Locker) unfencedTx(ctx context.Context, k *Lock, db *sqlx.DB, opts *sql
 	}
 	if err := tx.Commit(); err != nil {
 		if lost := k.Err(); lost != nil {
-			return errors.Join(lost, err)
+			return alsoMatching(lost, err)
 		}
-		return fmt.Errorf("namedlock: DoTx %q: commit: %w", k.key, err)
+		return fail(k.key, "", "DoTx: commit: "+err.Error(), err)
 	}
 	committed = true
 	return nil
@@ -109,7 +115,7 @@ func (l *Locker) fencedDoTx(ctx context.Context, key string, db *sqlx.DB, opts *
 	tx, err := db.BeginTxx(ctx, opts)
 	if err != nil {
 		_ = l.releaseAll([]*Lock{k})
-		return fmt.Errorf("namedlock: DoTx %q: begin: %w", key, err)
+		return fail(key, "", "DoTx: begin: "+err.Error(), err)
 	}
 	locks := []*Lock{k}
 	fctx, cancel := l.sectionContext(ctx, locks)
@@ -133,7 +139,7 @@ func (l *Locker) fencedDoTx(ctx context.Context, key string, db *sqlx.DB, opts *
 	l.mu.Lock()
 	k.sess.tokenNext = 0
 	l.mu.Unlock()
-	tok, err := l.cfg.fence.mint(fctx, tx, k.q.name, 1)
+	tok, err := l.cfg.fence.mint(fctx, tx, key, k.q.name, 1)
 	if err == nil {
 		k.token.Store(tok)
 		// The fence row is this transaction's until it ends: a fenced DoTx
@@ -141,13 +147,18 @@ func (l *Locker) fencedDoTx(ctx context.Context, key string, db *sqlx.DB, opts *
 		finish = k.handOffToFencedTx()
 		err = fn(fctx, tx)
 	} else if cause := context.Cause(fctx); fctx.Err() != nil && cause != nil {
-		err = errors.Join(cause, err)
+		// The loss (or ctx, or Close) made the mint fail: say so once.
+		if isLost(cause) {
+			err = alsoMatching(cause, err)
+		} else {
+			err = alsoMatching(err, cause)
+		}
 	}
 	finished = true
 	if err != nil {
 		_ = tx.Rollback()
 		if rerr := release(); rerr != nil {
-			return errors.Join(rerr, err)
+			return joinErrors(rerr, err)
 		}
 		return err
 	}
@@ -170,7 +181,7 @@ func (l *Locker) fencedDoTx(ctx context.Context, key string, db *sqlx.DB, opts *
 		<-proved
 	}
 	if err != nil {
-		return fmt.Errorf("namedlock: DoTx %q: commit: %w", key, err)
+		return fail(key, "", "DoTx: commit: "+err.Error(), err)
 	}
 	return nil
 }

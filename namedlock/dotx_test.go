@@ -125,8 +125,9 @@ func TestDoTxRollsBackOnError(t *testing.T) {
 	}
 	wantInUse(t, in.db, 0)
 	eventually(t, 5*time.Second, "the primary pool keeps a transaction's connection", func() bool { return prim.Stats().InUse == 0 })
-	if err := in.locker.DoTx(testCtx(t, 10*time.Second), key, nil, nil, nil); !errors.Is(err, namedlock.ErrInvalidOption) {
-		t.Errorf("DoTx(nil db) = %v, want ErrInvalidOption", err)
+	noop := func(context.Context, *sqlx.Tx) error { return nil }
+	if err := in.locker.DoTx(testCtx(t, 10*time.Second), key, nil, nil, noop); !errors.Is(err, namedlock.ErrInvalidArgument) {
+		t.Errorf("DoTx(nil db) = %v, want ErrInvalidArgument", err)
 	}
 }
 

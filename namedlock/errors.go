@@ -2,13 +2,19 @@ package namedlock
 
 import (
 	"context"
+	"database/sql/driver"
 	"errors"
-	"fmt"
+	"io"
+	"strconv"
+	"strings"
+
+	"github.com/go-sql-driver/mysql"
 )
 
 // Sentinel errors. Match them with [errors.Is]; errors returned by this
 // package wrap them and keep the underlying cause (a context error, a server
-// error) joined in.
+// error) matchable too, while their text stays one line that says each thing
+// once.
 var (
 	// ErrNotAcquired: the lock was not acquired, because another session
 	// holds it (TryAcquire, a server timeout), because ctx ended first (the
@@ -21,8 +27,14 @@ var (
 	// (KILL, server restart, network failure, wait_timeout) or its ownership
 	// check failed or did not answer in time. Another instance may hold it.
 	ErrLockLost = errors.New("namedlock: lock lost")
-	// ErrInvalidKey: the key is empty. Any other string is accepted.
+	// ErrInvalidKey: the key is empty (or DoMulti got no key). Any other
+	// string is accepted. Such an error also matches ErrInvalidArgument.
 	ErrInvalidKey = errors.New("namedlock: invalid key")
+	// ErrInvalidArgument: a call was given an argument it cannot use — a
+	// nil fn, a nil database, [Locker.DoTx] given the lock pool itself as
+	// its database, a table name that is not a plain identifier. It is
+	// returned before anything is locked, counted or sent to the server.
+	ErrInvalidArgument = errors.New("namedlock: invalid argument")
 	// ErrClosed: the Locker was closed. Locks held at Close were released by it.
 	ErrClosed = errors.New("namedlock: locker closed")
 	// ErrNotHeld: Release was called on a lock that was already released.
@@ -46,35 +58,280 @@ var (
 	ErrFenceWait = errors.New("namedlock: fence row held by an earlier holder's open transaction")
 )
 
-// notAcquired builds the error of a wait that ended without the lock:
-// ErrNotAcquired, with ctx's error joined when ctx ended.
-func notAcquired(ctx context.Context, key string, cause error) error {
-	err := fmt.Errorf("%w: %q", ErrNotAcquired, key)
-	if ctxErr := ctx.Err(); ctxErr != nil {
-		if c := context.Cause(ctx); c != nil && c != ctxErr {
-			return errors.Join(err, ctxErr, c)
-		}
-		return errors.Join(err, ctxErr)
-	}
-	if cause != nil {
-		return errors.Join(err, cause)
-	}
-	return err
-}
-
-// isLost reports whether err tells of a lost lock.
-func isLost(err error) bool { return errors.Is(err, ErrLockLost) }
-
-// lostError is the one form of a loss: the lock name, what showed it, and
-// the cause (a driver error) when there is one.
-func lostError(name, why string, cause error) error {
-	if cause == nil {
-		return fmt.Errorf("%w: %q: %s", ErrLockLost, name, why)
-	}
-	return fmt.Errorf("%w: %q: %s: %w", ErrLockLost, name, why, cause)
-}
-
 // ErrStaleToken is returned by [CheckFenced] when a fenced write changed
 // nothing: a later holder of the lock wrote with a greater token first (or
 // the row does not exist).
 var ErrStaleToken = errors.New("namedlock: fenced write rejected: a later holder wrote first")
+
+// failure is an error of this package: its text is one line that says each
+// thing once, in words — "namedlock: lock "key" what: why" — and it matches
+// (errors.Is, errors.As) each error of is: the sentinels it belongs to and
+// the errors it stands for (ctx.Err() and the context's cause, a server or
+// driver error), whose own texts it does not repeat.
+//
+// A failure of a session has no key (a session serves every holder it is
+// handed to): "namedlock: lock what: why". The Lock that hears of it says
+// whose lock it was (forKey). With neither key nor what, the text is
+// "namedlock: why".
+type failure struct {
+	key  string
+	what string // "lost", "not acquired"; "" when why says it all
+	why  string
+	is   []error
+}
+
+func (e *failure) Error() string {
+	var b strings.Builder
+	b.WriteString("namedlock: ")
+	e.write(&b, true)
+	return b.String()
+}
+
+// write writes e's text without the "namedlock: " prefix, with the key
+// when withKey (errorList groups keys itself).
+func (e *failure) write(b *strings.Builder, withKey bool) {
+	if e.key != "" || e.what != "" {
+		b.WriteString("lock")
+		if withKey && e.key != "" {
+			b.WriteByte(' ')
+			b.WriteString(strconv.Quote(e.key))
+		}
+		if e.what != "" {
+			b.WriteByte(' ')
+			b.WriteString(e.what)
+		}
+		if e.why != "" {
+			b.WriteString(": ")
+		}
+	}
+	b.WriteString(e.why)
+}
+
+func (e *failure) Unwrap() []error { return e.is }
+
+// fail returns a failure; nil errors in is are left out.
+func fail(key, what, why string, is ...error) *failure {
+	f := &failure{key: key, what: what, why: oneLine(why)}
+	for _, err := range is {
+		if err != nil {
+			f.is = append(f.is, err)
+		}
+	}
+	return f
+}
+
+// forKey returns err, a session's failure (no key), as the failure of the
+// holder of key: the same words, naming the key, matching err itself (so a
+// loss shared by several holders stays one error for errors.Is). Any other
+// error is returned as is.
+func forKey(key string, err error) error {
+	f, ok := err.(*failure)
+	if !ok || f.key != "" {
+		return err
+	}
+	return &failure{key: key, what: f.what, why: f.why, is: []error{err}}
+}
+
+// alsoMatching returns an error with err's text that also matches more:
+// for an error that another one caused (a statement cancelled by a loss),
+// whose text would only repeat it.
+func alsoMatching(err error, more ...error) error {
+	if f, ok := err.(*failure); ok {
+		return &failure{key: f.key, what: f.what, why: f.why, is: append([]error{err}, more...)}
+	}
+	return joinErrors(append([]error{err}, more...)...)
+}
+
+// notAcquired builds the error of a wait that ended without the lock:
+// ErrNotAcquired, with ctx's error (and its cause) when ctx ended, or cause.
+func notAcquired(ctx context.Context, key string, cause error) error {
+	if ctxErr := ctx.Err(); ctxErr != nil {
+		c := context.Cause(ctx)
+		if c == ctxErr {
+			c = nil
+		}
+		return fail(key, "not acquired", ctxWords("the wait", ctxErr, c), ErrNotAcquired, ctxErr, c)
+	}
+	if cause == nil {
+		return fail(key, "not acquired", "", ErrNotAcquired)
+	}
+	why := cause.Error()
+	if f, ok := cause.(*failure); ok && (f.key == "" || f.key == key) {
+		why = f.why // the key's own failure: its words, without its head
+		if f.what != "" {
+			why = f.what + ": " + f.why
+		}
+	}
+	return fail(key, "not acquired", why, ErrNotAcquired, cause)
+}
+
+// heldElsewhere is the error of a TryAcquire that found key held: by
+// another session, or by another caller of this Locker (local).
+func heldElsewhere(key string, local bool) error {
+	if local {
+		return fail(key, "not acquired", "held by another caller of this Locker", ErrNotAcquired)
+	}
+	return fail(key, "not acquired", "held by another session", ErrNotAcquired)
+}
+
+// ctxWords says why what ended with ctx: cancelled or timed out, with the
+// context's error and its cause.
+func ctxWords(what string, ctxErr, cause error) string {
+	s := what + " was cancelled ("
+	if errors.Is(ctxErr, context.DeadlineExceeded) {
+		s = what + " timed out ("
+	}
+	s += ctxErr.Error()
+	if cause != nil {
+		s += ": " + cause.Error()
+	}
+	return s + ")"
+}
+
+// connClosed is what the user reads when a lock's connection failed under
+// a statement: the driver says only "invalid connection" (it logs the
+// reason, an EOF, itself), and on a connection that was working that means
+// the server closed it: an operator's KILL, a restart, wait_timeout.
+const connClosed = "the lock's connection was closed by the server (killed?)"
+
+// isConnClosed reports whether err is the driver's report of a connection
+// that broke under a statement.
+func isConnClosed(err error) bool {
+	return errors.Is(err, mysql.ErrInvalidConn) || errors.Is(err, driver.ErrBadConn) ||
+		errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF)
+}
+
+// lost returns a session's loss (no key: see forKey): why says what showed
+// it; cause is the statement's error, if any.
+func lost(why string, cause error) *failure {
+	return fail("", "lost", why, ErrLockLost, cause)
+}
+
+// errEmptyKey is the error of an empty key.
+var errEmptyKey = fail("", "", "invalid key: empty key", ErrInvalidKey, ErrInvalidArgument)
+
+// isLost reports whether err tells of a lost lock.
+func isLost(err error) bool { return errors.Is(err, ErrLockLost) }
+
+// oneLine returns s with its line breaks turned into "; ".
+func oneLine(s string) string {
+	if !strings.ContainsAny(s, "\r\n") {
+		return s
+	}
+	return strings.Join(strings.FieldsFunc(s, func(r rune) bool { return r == '\n' || r == '\r' }), "; ")
+}
+
+// errorList is several errors returned at once (Do's release error and
+// fn's, the releases that failed in Close): errors.Is and errors.As match
+// each; its text is theirs on one line, joined by "; ", each said once — a
+// text that another one contains is left out, "namedlock: " is written
+// once, and failures that say the same of several keys are written once
+// for all of them.
+type errorList []error
+
+// joinErrors returns errs as one error: nil when all are nil, the error
+// itself when only one is not nil, an errorList otherwise (lists flattened).
+func joinErrors(errs ...error) error {
+	var list errorList
+	for _, err := range errs {
+		switch e := err.(type) {
+		case nil:
+		case errorList:
+			list = append(list, e...)
+		default:
+			list = append(list, err)
+		}
+	}
+	switch len(list) {
+	case 0:
+		return nil
+	case 1:
+		return list[0]
+	}
+	return list
+}
+
+func (l errorList) Unwrap() []error { return l }
+
+func (l errorList) Error() string {
+	texts := make([]string, len(l))
+	for i, err := range l {
+		texts[i] = oneLine(err.Error())
+	}
+	// Leave out a text that another one says (the first of equal ones
+	// stays).
+	keep := make([]bool, len(l))
+	for i := range l {
+		keep[i] = true
+		for j := range l {
+			if j != i && strings.Contains(texts[j], texts[i]) && (texts[j] != texts[i] || j < i) {
+				keep[i] = false
+				break
+			}
+		}
+	}
+	// Failures that say the same of several keys, once for all.
+	type part struct {
+		f    *failure
+		keys []string
+		text string
+	}
+	var parts []*part
+	for i, err := range l {
+		if !keep[i] {
+			continue
+		}
+		f, ok := err.(*failure)
+		if ok && f.key != "" {
+			merged := false
+			for _, p := range parts {
+				if p.f != nil && p.f.what == f.what && p.f.why == f.why {
+					p.keys = append(p.keys, f.key)
+					merged = true
+					break
+				}
+			}
+			if merged {
+				continue
+			}
+			parts = append(parts, &part{f: f, keys: []string{f.key}})
+			continue
+		}
+		if ok {
+			parts = append(parts, &part{f: f})
+			continue
+		}
+		parts = append(parts, &part{text: texts[i]})
+	}
+	var b strings.Builder
+	prefixed := false
+	for i, p := range parts {
+		if i > 0 {
+			b.WriteString("; ")
+		}
+		if p.f == nil {
+			b.WriteString(p.text)
+			prefixed = prefixed || strings.HasPrefix(p.text, "namedlock: ")
+			continue
+		}
+		if !prefixed {
+			b.WriteString("namedlock: ")
+			prefixed = true
+		}
+		if len(p.keys) < 2 {
+			p.f.write(&b, true)
+			continue
+		}
+		b.WriteString("locks ")
+		for j, k := range p.keys {
+			if j > 0 {
+				b.WriteString(", ")
+			}
+			b.WriteString(strconv.Quote(k))
+		}
+		var rest strings.Builder
+		p.f.write(&rest, false)
+		b.WriteString(strings.TrimPrefix(rest.String(), "lock"))
+	}
+	return b.String()
+}

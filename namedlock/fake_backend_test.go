@@ -113,10 +113,10 @@ func (ln *fakeLink) release(ctx context.Context, deadline time.Time) error {
 	defer ln.f.mu.Unlock()
 	ln.f.stmts++
 	if ln.killed {
-		return lostError(ln.name, "RELEASE_LOCK failed, the session that held it is gone", errFakeGone)
+		return lost(connClosed, errFakeGone)
 	}
 	if ln.f.holders[ln.name] != ln {
-		return lostError(ln.name, "RELEASE_LOCK answered NULL: the session no longer held it", nil)
+		return lost("the server says its session no longer held it (RELEASE_LOCK answered NULL)", nil)
 	}
 	ln.f.freeLocked(ln.name)
 	return nil

@@ -48,21 +48,22 @@ func createStatement(quoted string) string {
 // CreateFenceTable creates the fence table named table (name or
 // schema.name) in db, the application's database, if it does not exist.
 // Call it once, explicitly, as for a migration: [WithFencing] never creates
-// it. The statement it runs is
+// it. A nil db, or a table name that is not one or two plain identifiers,
+// returns an error matching [ErrInvalidArgument]. The statement it runs is
 //
 //	CREATE TABLE IF NOT EXISTS `table` (
 //	  name VARCHAR(64) CHARACTER SET ascii COLLATE ascii_bin NOT NULL PRIMARY KEY,
 //	  token BIGINT UNSIGNED NOT NULL) ENGINE=InnoDB
 func CreateFenceTable(ctx context.Context, db *sql.DB, table string) error {
 	if db == nil {
-		return fmt.Errorf("%w: CreateFenceTable: nil *sql.DB", ErrInvalidOption)
+		return fail("", "", "invalid argument: CreateFenceTable: nil *sql.DB", ErrInvalidArgument)
 	}
 	quoted, err := sqlident.Quote(table)
 	if err != nil {
-		return fmt.Errorf("%w: CreateFenceTable: %w", ErrInvalidOption, err)
+		return fail("", "", "invalid argument: CreateFenceTable: "+err.Error(), ErrInvalidArgument, err)
 	}
 	if _, err := db.ExecContext(ctx, createStatement(quoted)); err != nil {
-		return fmt.Errorf("namedlock: create the fence table %s: %w", quoted, err)
+		return fail("", "", "create the fence table "+quoted+": "+err.Error(), err)
 	}
 	return nil
 }
@@ -79,9 +80,9 @@ func (f *fenceTable) verify(ctx context.Context) error {
 	var me *mysql.MySQLError
 	switch {
 	case errors.As(err, &me) && me.Number == errNumNoSuchTable:
-		return fmt.Errorf("%w: the fence table %s does not exist: create it once with namedlock.CreateFenceTable (%s)", ErrFencing, f.quoted, createStatement(f.quoted))
+		return fail("", "", "fencing misconfigured: the fence table "+f.quoted+" does not exist: create it once with namedlock.CreateFenceTable ("+createStatement(f.quoted)+")", ErrFencing, err)
 	case err != nil:
-		return fmt.Errorf("namedlock: check the fence table %s: %w", f.quoted, err)
+		return fail("", "", "check the fence table "+f.quoted+": "+err.Error(), err)
 	}
 	f.verified.Store(true)
 	return nil
@@ -118,8 +119,9 @@ func literalSafe(name string) bool {
 // mint runs the mint statement for name's next n tokens on ex and returns
 // the first of them: on the application's pool (autocommit: the tokens are
 // never handed out again) or inside a transaction (the row then stays
-// locked by it until it ends).
-func (f *fenceTable) mint(ctx context.Context, ex execer, name string, n uint64) (uint64, error) {
+// locked by it until it ends). key, whose server name is name, is for
+// errors.
+func (f *fenceTable) mint(ctx context.Context, ex execer, key, name string, n uint64) (uint64, error) {
 	var res sql.Result
 	var err error
 	if literalSafe(name) {
@@ -131,13 +133,13 @@ func (f *fenceTable) mint(ctx context.Context, ex execer, name string, n uint64)
 	if err != nil {
 		var me *mysql.MySQLError
 		if errors.As(err, &me) && me.Number == errNumLockWaitTimeout {
-			return 0, fmt.Errorf("%w: %w: %q: an earlier holder's transaction kept the fence row locked past innodb_lock_wait_timeout: %w", ErrNotAcquired, ErrFenceWait, name, err)
+			return 0, fail(key, "not acquired", "an earlier holder's transaction kept the fence row locked past innodb_lock_wait_timeout ("+err.Error()+")", ErrNotAcquired, ErrFenceWait, err)
 		}
-		return 0, fmt.Errorf("namedlock: mint a fencing token for %q in %s: %w", name, f.quoted, err)
+		return 0, fail(key, "", "no fencing token minted in "+f.quoted+": "+err.Error(), err)
 	}
 	last, err := res.LastInsertId()
 	if err != nil || uint64(last) < n {
-		return 0, fmt.Errorf("namedlock: mint a fencing token for %q in %s: no token returned (%v)", name, f.quoted, err)
+		return 0, fail(key, "", fmt.Sprintf("no fencing token minted in %s: none returned (%v)", f.quoted, err), err)
 	}
 	return uint64(last) - n + 1, nil
 }

@@ -90,8 +90,8 @@ func TestFencingInvalidOptions(t *testing.T) {
 			t.Errorf("%s: NewLocker = %v, want ErrInvalidOption", tc.name, err)
 		}
 	}
-	if err := namedlock.CreateFenceTable(context.Background(), app, "bad name"); !errors.Is(err, namedlock.ErrInvalidOption) {
-		t.Errorf("CreateFenceTable(bad name) = %v, want ErrInvalidOption", err)
+	if err := namedlock.CreateFenceTable(context.Background(), app, "bad name"); !errors.Is(err, namedlock.ErrInvalidArgument) {
+		t.Errorf("CreateFenceTable(bad name) = %v, want ErrInvalidArgument", err)
 	}
 }
 

@@ -93,16 +93,28 @@ func (k *Lock) endLocked(state lockState, err error) {
 // was then proven to still hold it (one ownership check, shared by the
 // holders that let go meanwhile and bounded by the check timeout, unless a
 // keep-alive check or release already proved it); an error matching
-// [ErrLockLost] when the lock had been lost (every later call too); an error
-// when the release was not confirmed, in which case the connection was
-// discarded and the server frees the lock as the session ends. A second
-// Release returns [ErrNotHeld] (or ErrClosed / ErrLockLost); it never blocks
-// or panics. Release on a nil *Lock returns ErrNotHeld.
+// [ErrLockLost] when the lock had been lost; an error when the release was
+// not confirmed, in which case the connection was closed and the server
+// frees the lock when it sees the session end.
 //
-// The RELEASE_LOCK, if one is needed, runs within ctx as given.
+// Release is idempotent: only the first call lets go of the lock. Every
+// later call has no effect — no statement, never blocks or panics — and
+// returns [ErrNotHeld] (after a loss, the loss again; after [Locker.Close],
+// ErrClosed), which a caller may ignore, as in a deferred Release after an
+// explicit one. Release on a nil *Lock returns ErrNotHeld.
+//
+// ctx bounds the RELEASE_LOCK statement, when one is needed: not a handoff
+// to a waiter of this Locker, whose proof is bounded by the check timeout
+// ([WithCheckTimeout]). If ctx ends before the server answers (or has ended
+// already), the release is not confirmed: the connection is closed, so the
+// lock is still freed, by the server, as soon as it sees the session end.
+// A nil ctx panics, before anything changes.
 func (k *Lock) Release(ctx context.Context) error {
 	if k == nil {
 		return ErrNotHeld
+	}
+	if ctx == nil {
+		panic("namedlock: Release with a nil Context")
 	}
 	return k.release(ctx, 0, true)
 }
@@ -124,7 +136,7 @@ func (k *Lock) release(ctx context.Context, timeout time.Duration, observe bool)
 	if k.freed {
 		err := k.err
 		if k.state == stateReleased {
-			err = ErrNotHeld
+			err = fail(k.key, "not held", "already released", ErrNotHeld)
 		}
 		l.mu.Unlock()
 		return err
@@ -197,6 +209,7 @@ func (k *Lock) afterPassOn(released time.Time, linger chan struct{}) (done bool,
 	err = s.prove(l.bg, l.cfg.checkTimeout, released)
 	if isLost(err) {
 		l.lostFound(s, err)
+		err = forKey(k.key, err)
 	}
 	if linger != nil && err == nil {
 		t := time.NewTimer(lingerGrace)
@@ -230,7 +243,7 @@ func (k *Lock) releaseToServer(ctx context.Context, timeout time.Duration, prove
 	// goes to the server meanwhile.
 	q.detach()
 	l.mu.Unlock()
-	err := s.release(ctx, timeout)
+	err := forKey(k.key, s.release(ctx, timeout))
 	if proveErr != nil {
 		err = proveErr // s was found lost (or the Locker closing) by prove
 	}
@@ -247,7 +260,7 @@ func (k *Lock) releaseToServer(ctx context.Context, timeout time.Duration, prove
 
 // lostFound marks s lost and tells its current holder, if any: its Done
 // closes, its Err and Release report err, and Do cancels fn's ctx.
-func (l *Locker) lostFound(s *session, lost error) {
+func (l *Locker) lostFound(s *session, loss error) {
 	l.mu.Lock()
 	s.lost = true
 	q := l.queues[s.name]
@@ -256,11 +269,12 @@ func (l *Locker) lostFound(s *session, lost error) {
 		return
 	}
 	h := q.holder
-	h.endLocked(stateLost, lost)
+	loss = forKey(h.key, loss)
+	h.endLocked(stateLost, loss)
 	held, key := time.Since(h.acquired), h.key
 	l.stats.lost.Add(1)
 	l.mu.Unlock()
-	l.observe(Event{Key: key, Outcome: Lost, Held: held, Err: lost})
+	l.observe(Event{Key: key, Outcome: Lost, Held: held, Err: loss})
 }
 
 // handOffToFencedTx passes k at once to the first local waiter if that

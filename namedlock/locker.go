@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/namedlock/mysql/internal/lockconn"
 	"github.com/namedlock/mysql/keyfmt"
 )
 
@@ -22,8 +23,9 @@ import (
 // re-entrant: a goroutine that holds a key and acquires it again waits for
 // itself until its ctx ends.
 type Locker struct {
-	srv backend // the server (server.go); a fake in the ordering tests
-	cfg config
+	srv  backend // the server (server.go); a fake in the ordering tests
+	cfg  config
+	pool *sql.DB // the lock pool; nil on a fake backend
 
 	// mu guards queues and closed, the fields of every queue, the state of
 	// every Lock, and the fields of every session marked as guarded by
@@ -56,7 +58,9 @@ func New(db *sql.DB, opts ...Option) *Locker {
 
 // NewLocker is [New] that returns an error, matching [ErrInvalidOption], when
 // an option or the combination of options is out of range (the keep-alive
-// interval plus check timeout must be shorter than the pool's lease).
+// interval plus check timeout must be shorter than the pool's lease; a nil
+// Option; [WithFencing] on the lock pool itself), and one matching
+// [ErrInvalidArgument] when db is nil.
 //
 // A db that does not come from pool.Open works too: its connections get
 // [pool.DefaultLease] as their session wait_timeout (one SET SESSION per
@@ -66,14 +70,29 @@ func New(db *sql.DB, opts ...Option) *Locker {
 // own timeouts are bounded by contexts rather than socket deadlines.
 func NewLocker(db *sql.DB, opts ...Option) (*Locker, error) {
 	if db == nil {
-		return nil, fmt.Errorf("%w: nil *sql.DB", ErrInvalidOption)
+		return nil, fail("", "", "invalid argument: NewLocker: nil *sql.DB", ErrInvalidArgument)
 	}
 	srv := newServer(db)
 	cfg, err := newConfig(opts, srv.lease)
 	if err != nil {
 		return nil, err
 	}
-	return newLocker(srv, cfg), nil
+	if f := cfg.fence; f != nil && sameDB(f.db, db) {
+		return nil, fmt.Errorf("%w: WithFencing: db is the lock pool; the fence table belongs in the application's database, beside the data it protects", ErrInvalidOption)
+	}
+	l := newLocker(srv, cfg)
+	l.pool = db
+	return l, nil
+}
+
+// sameDB reports whether a and b are one pool: the same *sql.DB, or two
+// opened on the same lock pool connector.
+func sameDB(a, b *sql.DB) bool {
+	if a == b {
+		return true
+	}
+	ca := lockconn.Of(a)
+	return ca != nil && ca == lockconn.Of(b)
 }
 
 // newLocker returns a Locker on backend b with a validated cfg.
@@ -101,6 +120,8 @@ func newLocker(b backend, cfg config) *Locker {
 // A wait that ends because ctx ended returns an error matching both
 // [ErrNotAcquired] and ctx.Err(); the server-side wait is ended at once and
 // its connection discarded, so no session of this process keeps waiting.
+// An empty key returns an error matching [ErrInvalidKey]; after
+// [Locker.Close], ErrClosed. A nil ctx panics, before anything is counted.
 func (l *Locker) Acquire(ctx context.Context, key string) (*Lock, error) {
 	return l.acquire(ctx, key, false, true)
 }
@@ -117,8 +138,11 @@ func (l *Locker) TryAcquire(ctx context.Context, key string) (*Lock, error) {
 // the same name before it. With fencing, mint gives the new holder its
 // token (outside any transaction: DoTx mints its own inside).
 func (l *Locker) acquire(ctx context.Context, key string, try, mint bool) (*Lock, error) {
+	if ctx == nil {
+		panic("namedlock: nil Context")
+	}
 	if key == "" {
-		return nil, fmt.Errorf("%w: empty key", ErrInvalidKey)
+		return nil, errEmptyKey
 	}
 	if f := l.cfg.fence; f != nil {
 		if err := f.verify(ctx); err != nil {
@@ -165,7 +189,7 @@ func (l *Locker) acquire(ctx context.Context, key string, try, mint bool) (*Lock
 func (l *Locker) mintFor(ctx context.Context, k *Lock) error {
 	f := l.cfg.fence
 	n := uint64(l.cfg.maxHandoffs) + 1
-	tok, err := f.mint(ctx, f.db, k.q.name, n)
+	tok, err := f.mint(ctx, f.db, k.key, k.q.name, n)
 	if err == nil {
 		l.mu.Lock()
 		k.token.Store(tok)
@@ -208,7 +232,7 @@ func (l *Locker) take(ctx context.Context, key, name string, try, fencedTx bool)
 	}
 	if try {
 		l.mu.Unlock()
-		return nil, false, notAcquired(ctx, key, nil)
+		return nil, false, heldElsewhere(key, true)
 	}
 	w := q.push(key, fencedTx)
 	l.mu.Unlock()
@@ -368,15 +392,19 @@ func (l *Locker) Close() error {
 	}
 	l.closed = true
 	var sessions []*session
+	var keys []string // the key of each session's holder (its name if none)
 	for name, q := range l.queues {
 		q.fail(ErrClosed)
+		key := name
 		if h := q.holder; h != nil {
+			key = h.key
 			h.endLocked(stateClosed, ErrClosed)
 			h.freed = true
 			l.stats.held.Add(-1)
 		}
 		if s := q.sess; s != nil {
 			sessions = append(sessions, s)
+			keys = append(keys, key)
 			q.detach()
 			delete(l.queues, name)
 		}
@@ -390,12 +418,12 @@ func (l *Locker) Close() error {
 	var wg sync.WaitGroup
 	for i, s := range sessions {
 		wg.Go(func() {
-			errs[i] = s.release(context.Background(), l.cfg.releaseTimeout)
+			errs[i] = forKey(keys[i], s.release(context.Background(), l.cfg.releaseTimeout))
 		})
 	}
 	wg.Wait()
 	l.bgStop()
 	l.keeper.wait()
 	l.srv.close()
-	return errors.Join(errs...)
+	return joinErrors(errs...)
 }

@@ -18,10 +18,11 @@ const (
 	DefaultCheckTimeout = 3 * time.Second
 	// DefaultMaxHandoffs is how many times in a row a held server lock may be
 	// handed to a local waiter before it goes back to the server
-	// ([WithHandoff]). Measured (BenchmarkHotKey, BenchmarkTwoInstances; 16
-	// goroutines on one key): one process's throughput rises with it up to
-	// about 256 (5-5.5x the server queue's at 32, 6-6.5x at 64, 7-8x at
-	// 256) and no further, while two instances keep about 50 % each.
+	// ([WithHandoff]). What handoffs buy one process on a hot key, and how
+	// two instances share that key under these bounds, is measured in the
+	// README's "Performance" section (BenchmarkHotKey,
+	// BenchmarkTwoInstances; bench.sh runs them, WithHandoff tries other
+	// bounds).
 	DefaultMaxHandoffs = 256
 	// DefaultMaxHandoffTime is how long a server lock may be kept by handoffs
 	// before it goes back to the server ([WithHandoff]): the longest turn
@@ -62,6 +63,9 @@ func defaultConfig() config {
 func newConfig(opts []Option, lease time.Duration) (config, error) {
 	c := defaultConfig()
 	for _, opt := range opts {
+		if opt == nil {
+			return c, fmt.Errorf("%w: nil Option", ErrInvalidOption)
+		}
 		if err := opt(&c); err != nil {
 			return c, err
 		}

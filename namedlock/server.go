@@ -80,7 +80,7 @@ func (s *server) take(callerCtx, ctx context.Context, key, name string, try bool
 		if ctxEnded(ctx) {
 			return nil, notAcquired(ctx, key, nil)
 		}
-		return nil, fmt.Errorf("namedlock: lock connection for %q: %w", key, err)
+		return nil, fail(key, "", "no connection from the lock pool: "+err.Error(), err)
 	}
 	p := &pinned{conn: conn, name: name, arg: name}
 	var row [3]sql.NullInt64
@@ -93,12 +93,12 @@ func (s *server) take(callerCtx, ctx context.Context, key, name string, try bool
 	got, waitTimeout := row[0], row[2].Int64
 	if !got.Valid {
 		_ = conn.Close()
-		return nil, fmt.Errorf("namedlock: GET_LOCK(%q) answered NULL", name)
+		return nil, fail(key, "not acquired", "GET_LOCK answered NULL (the server ended the statement: KILL QUERY or a statement time limit)", ErrNotAcquired)
 	}
 	if got.Int64 != 1 {
 		if try {
 			_ = conn.Close()
-			return nil, notAcquired(ctx, key, nil)
+			return nil, heldElsewhere(key, false)
 		}
 		if err := s.wait(ctx, conn, key, name, id); err != nil {
 			return nil, err
@@ -207,7 +207,7 @@ func (s *server) wait(ctx context.Context, conn *sql.Conn, key, name string, id 
 			// MariaDB answers NULL to a wait ended by KILL QUERY or by
 			// the session's max_statement_time.
 			discardConn(conn)
-			return fmt.Errorf("%w: %q: %s (GET_LOCK answered NULL)", ErrNotAcquired, key, waitKilled)
+			return fail(key, "not acquired", waitKilled+" (GET_LOCK answered NULL)", ErrNotAcquired)
 		case got.Int64 == 1:
 			return nil
 		}
@@ -246,13 +246,13 @@ func (s *server) getLockError(ctx context.Context, key string, err error) error 
 	case ctxEnded(ctx):
 		return notAcquired(ctx, key, err)
 	case flavor.IsDeadlock(err):
-		return errors.Join(fmt.Errorf("%w: %w: %q", ErrNotAcquired, ErrDeadlock, key), err)
+		return fail(key, "not acquired", "the server refused the wait, which would deadlock ("+err.Error()+")", ErrNotAcquired, ErrDeadlock, err)
 	case flavor.IsWaitKilled(err):
-		return fmt.Errorf("%w: %q: %s: %w", ErrNotAcquired, key, waitKilled, err)
+		return fail(key, "not acquired", waitKilled+" ("+err.Error()+")", ErrNotAcquired, err)
 	case flavor.IsBadLockName(err):
-		return fmt.Errorf("namedlock: GET_LOCK for %q: the server refused the lock name: %w", key, err)
+		return fail(key, "not acquired", "the server refused the lock name ("+err.Error()+")", err)
 	}
-	return fmt.Errorf("namedlock: GET_LOCK for %q: %w", key, err)
+	return fail(key, "not acquired", "GET_LOCK failed ("+err.Error()+")", err)
 }
 
 // ctxEnded reports whether ctx has ended, counting a deadline that the clock
@@ -311,18 +311,29 @@ func (p *pinned) release(ctx context.Context, deadline time.Time) error {
 	}
 	discardConn(p.conn)
 	switch {
-	case err != nil && !ended:
+	case err != nil && !ended && isConnClosed(err):
 		// The session that held the lock is gone (KILL, restart, network):
 		// the lock went with it, possibly while it was still being used.
-		return lostError(p.name, "RELEASE_LOCK failed, the session that held it is gone", err)
+		return lost(connClosed, err)
+	case err != nil && !ended:
+		return lost("RELEASE_LOCK failed: "+err.Error(), err)
 	case err != nil:
-		return fmt.Errorf("namedlock: RELEASE_LOCK(%q) not confirmed, its connection was discarded so the server frees the lock when the session ends: %w", p.name, err)
+		return fail("", "", "release not confirmed: "+releaseEnded(err)+"; its connection was closed, so the server frees the lock when it sees the session end", err)
 	}
 	answer := "NULL"
 	if got.Valid {
 		answer = strconv.FormatInt(got.Int64, 10)
 	}
-	return lostError(p.name, "RELEASE_LOCK answered "+answer+": the session no longer held it", nil)
+	return lost("the server says its session no longer held it (RELEASE_LOCK answered "+answer+")", nil)
+}
+
+// releaseEnded says why a RELEASE_LOCK ended (its ctx or deadline) before
+// the server's answer.
+func releaseEnded(err error) string {
+	if errors.Is(err, context.Canceled) {
+		return "cancelled before the server answered (" + context.Canceled.Error() + ")"
+	}
+	return "no answer in time (" + context.DeadlineExceeded.Error() + ")"
 }
 
 func (p *pinned) discard() { discardConn(p.conn) }

@@ -130,17 +130,22 @@ func (s *session) check(bg context.Context, timeout time.Duration, since time.Ti
 		return nil
 	}
 	if err != nil && bg.Err() != nil {
-		return errors.Join(ErrClosed, err)
+		return fail("", "", "locker closed", ErrClosed, err)
 	}
-	var lost error
-	if err != nil {
-		lost = lostError(s.name, "the ownership check failed", err)
-	} else {
-		lost = lostError(s.name, "the ownership check found another session (or none) holding it", nil)
+	var loss error
+	switch {
+	case err == nil:
+		loss = lost("the server says another session (or none) holds it", nil)
+	case errors.Is(err, context.DeadlineExceeded):
+		loss = lost("its ownership check got no answer within "+timeout.String(), err)
+	case isConnClosed(err):
+		loss = lost(connClosed, err)
+	default:
+		loss = lost("its ownership check failed: "+err.Error(), err)
 	}
-	s.gone, s.lostErr = true, lost
+	s.gone, s.lostErr = true, loss
 	s.link.discard()
-	return lost
+	return loss
 }
 
 // prove makes sure that the session held its lock at some moment after
@@ -169,7 +174,7 @@ func (s *session) prove(bg context.Context, timeout time.Duration, since time.Ti
 		s.pmu.Unlock()
 		err := s.check(bg, timeout, since)
 		if errors.Is(err, errReleased) {
-			err = lostError(s.name, "its session ended before its ownership was proven", nil)
+			err = lost("its session ended before the handoff was proven", nil)
 		}
 		s.pmu.Lock()
 		s.proofDone = nil
@@ -205,7 +210,11 @@ func (s *session) release(ctx context.Context, timeout time.Duration) error {
 		s.lostErr = err
 	default:
 		// Not confirmed: whether it was held until now is not known.
-		s.lostErr = lostError(s.name, "its release was not confirmed", err)
+		why := err.Error()
+		if f, ok := err.(*failure); ok {
+			why = f.why
+		}
+		s.lostErr = lost(why, err)
 	}
 	return err
 }

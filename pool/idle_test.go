@@ -3,31 +3,15 @@ package pool_test
 import (
 	"context"
 	"fmt"
-	"log"
-	"os"
 	"sync"
 	"testing"
 	"time"
 
-	"github.com/go-sql-driver/mysql"
-
+	"github.com/namedlock/mysql/internal/lockconn"
 	"github.com/namedlock/mysql/internal/testdb"
 	"github.com/namedlock/mysql/namedlock"
 	"github.com/namedlock/mysql/pool"
 )
-
-// driverLog records what go-sql-driver logs (it logs a broken connection
-// before database/sql retries on another one).
-type driverLog struct {
-	mu    sync.Mutex
-	lines []string
-}
-
-func (d *driverLog) Print(v ...any) {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	d.lines = append(d.lines, fmt.Sprint(v...))
-}
 
 // TestIdlePastLease: a lock pool left idle longer than its lease (the
 // wait_timeout of its sessions) is used again, plainly and by a Locker,
@@ -35,17 +19,10 @@ func (d *driverLog) Print(v ...any) {
 // an idle connection after a third of the lease, before the server ends its
 // session. (With idle connections kept forever, each first use after the
 // pause logged "[mysql] … packets.go: unexpected EOF" or "connection reset
-// by peer" to the application's stderr before database/sql retried.) Not
-// parallel: the driver's logger is global.
+// by peer" to the application's stderr before database/sql retried; the
+// pool's driver now logs to the pool's own log, which the test reads.)
 func TestIdlePastLease(t *testing.T) {
 	srv := testdb.RequireReal(t)
-	logged := &driverLog{}
-	if err := mysql.SetLogger(logged); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		_ = mysql.SetLogger(log.New(os.Stderr, "[mysql] ", log.Ldate|log.Ltime|log.Lshortfile))
-	})
 	const lease = 2 * time.Second
 	db, err := pool.Open(srv.DSN, pool.WithLease(lease), pool.WithMaxConns(4))
 	if err != nil {
@@ -85,10 +62,8 @@ func TestIdlePastLease(t *testing.T) {
 	use()
 	st := db.Stats()
 	t.Logf("after %v idle: %d connections closed for idle time; pool %+v", lease+1500*time.Millisecond, st.MaxIdleTimeClosed, st)
-	logged.mu.Lock()
-	defer logged.mu.Unlock()
-	if len(logged.lines) > 0 {
-		t.Errorf("the driver logged %d lines, want none: %q", len(logged.lines), logged.lines)
+	if n, lines := lockconn.Of(db).DriverLog().Lines(); n > 0 {
+		t.Errorf("the driver logged %d lines, want none: %q", n, lines)
 	}
 	if st.MaxIdleTimeClosed == 0 {
 		t.Error("no idle connection was retired")

@@ -47,7 +47,11 @@ func Open(dsn string, opts ...Option) (*sql.DB, error) {
 //     it); a connection left idle in the pool is closed after a third of
 //     the lease, before the server would end its session (the lease is its
 //     wait_timeout) and the driver would log the broken connection at its
-//     next use.
+//     next use;
+//   - the driver's log lines (a connection that broke under a statement,
+//     before it returns the error) go to the pool's own log, never to the
+//     process's stderr nor to the logger of [mysql.SetLogger], which are
+//     the application's.
 //
 // The pool's connections are made by a connector of the library's own
 // (internal/lockconn), which keeps, with each connection, what namedlock
@@ -92,11 +96,17 @@ func OpenContext(ctx context.Context, dsn string, opts ...Option) (*sql.DB, erro
 	if tracked {
 		cfg.DialFunc = lockconn.Dial
 	}
+	// The driver's log lines (a broken connection, before it returns an
+	// error that namedlock reports or database/sql retries) stay out of the
+	// application's stderr: this pool's driver logs to its own DriverLog.
+	// Never mysql.SetLogger: the global logger is the application's.
+	dlog := new(lockconn.DriverLog)
+	cfg.Logger = dlog
 	mc, err := mysql.NewConnector(cfg)
 	if err != nil {
 		return nil, redact(fmt.Errorf("pool: %s: %w", describe(cfg), err), cfg.Passwd)
 	}
-	c := lockconn.NewConnector(mc, o.lease, tracked)
+	c := lockconn.NewConnector(mc, o.lease, tracked, dlog)
 	db := sql.OpenDB(c)
 	db.SetMaxOpenConns(o.maxConns)
 	db.SetMaxIdleConns(o.maxConns)

@@ -14,6 +14,7 @@ type Connector struct {
 	inner driver.Connector
 	lease time.Duration
 	dial  bool
+	log   *DriverLog
 	drv   *Driver
 }
 
@@ -25,8 +26,12 @@ type Connector struct {
 // dial says that inner dials its connections with [Dial] (pool.Open sets
 // the driver's Config.DialFunc to Dial when it can): each Conn then knows
 // its socket. Otherwise [Conn.Socket] is nil for every connection.
-func NewConnector(inner driver.Connector, lease time.Duration, dial bool) *Connector {
-	c := &Connector{inner: inner, lease: lease, dial: dial}
+//
+// log is the [DriverLog] that inner's driver logs to (pool.Open sets it as
+// the driver's Config.Logger), reported by [Connector.DriverLog]; nil when
+// the driver logs elsewhere.
+func NewConnector(inner driver.Connector, lease time.Duration, dial bool, log *DriverLog) *Connector {
+	c := &Connector{inner: inner, lease: lease, dial: dial, log: log}
 	c.drv = &Driver{inner: inner.Driver(), connector: c}
 	return c
 }
@@ -67,6 +72,11 @@ func (c *Connector) Lease() time.Duration { return c.lease }
 // it before the server's wait_timeout (the lease) ends its session and the
 // driver logs the broken connection at its next use.
 func (c *Connector) IdleTimeout() time.Duration { return c.lease / 3 }
+
+// DriverLog returns the log the driver writes to for the pool's
+// connections (and the control connections of [Connector.Control]), as
+// given to [NewConnector], or nil.
+func (c *Connector) DriverLog() *DriverLog { return c.log }
 
 // Control returns the inner connector, for connections outside the bounded
 // lock pool: namedlock opens a control pool on it to KILL the server-side
