@@ -138,7 +138,7 @@ func (l *Locker) acquire(ctx context.Context, key string, try, mint bool) (*Lock
 			l.stats.cancelledWaits.Add(1)
 		}
 		l.stats.notAcquired.Add(1)
-		l.observe(Event{Key: key, Outcome: NotAcquired, Wait: wait, Err: err})
+		l.observe(Event{Key: key, Outcome: NotAcquired, Wait: wait, Err: err, Context: ctx})
 		return nil, err
 	}
 	l.stats.acquired.Add(1)
@@ -148,7 +148,12 @@ func (l *Locker) acquire(ctx context.Context, key string, try, mint bool) (*Lock
 	} else {
 		l.stats.serverAcquired.Add(1)
 	}
-	l.observe(Event{Key: key, Outcome: Acquired, Wait: wait, Handoff: handoff})
+	if l.cfg.observer != nil {
+		l.mu.Lock()
+		k.obsCtx, k.obsWait, k.obsHandoff = ctx, wait, handoff
+		l.mu.Unlock()
+		l.observe(Event{Key: key, Outcome: Acquired, Wait: wait, Handoff: handoff, Context: ctx})
+	}
 	return k, nil
 }
 
@@ -333,6 +338,9 @@ func (l *Locker) Stats() Stats {
 		ServerAcquisitions: c.serverAcquired.Load(),
 		CancelledWaits:     c.cancelledWaits.Load(),
 		WaitDuration:       time.Duration(c.waitNanos.Load()),
+		FencedCommits:      c.fencedCommits.Load(),
+		FenceWaitTimeouts:  c.fenceWaitTimeouts.Load(),
+		FenceWaitDuration:  time.Duration(c.fenceWaitNanos.Load()),
 	}
 }
 
@@ -366,9 +374,13 @@ func (l *Locker) Close() error {
 	}
 	l.closed = true
 	var sessions []*session
+	var taken []Event // the holds Close ends, for the observer
 	for name, q := range l.queues {
 		q.fail(ErrClosed)
 		if h := q.holder; h != nil {
+			if l.cfg.observer != nil && h.state == stateHeld { // a lost one was reported
+				taken = append(taken, h.holdEventLocked(Released, time.Since(h.acquired), ErrClosed))
+			}
 			h.endLocked(stateClosed, ErrClosed)
 			h.freed = true
 			l.stats.held.Add(-1)
@@ -382,6 +394,9 @@ func (l *Locker) Close() error {
 		// closed, gives back what it got and removes the queue.
 	}
 	l.mu.Unlock()
+	for _, ev := range taken {
+		l.observe(ev)
+	}
 	l.closeIt(ErrClosed) // callers waiting at the server give up
 
 	errs := make([]error, len(sessions))
