@@ -12,8 +12,8 @@ import (
 var metricsModules = []string{"github.com/prometheus/", "go.opentelemetry.io/"}
 
 // TestCoreImportsNoMetrics: `go list -deps` of namedlock names no package of
-// Prometheus or OpenTelemetry, while that of promlock does (so the check
-// sees them where they are).
+// Prometheus or OpenTelemetry, while those of promlock and otellock do (so
+// the check sees them where they are).
 func TestCoreImportsNoMetrics(t *testing.T) {
 	goBin, err := exec.LookPath("go")
 	if err != nil {
@@ -38,7 +38,9 @@ func TestCoreImportsNoMetrics(t *testing.T) {
 	if found := metrics(deps(".")); len(found) > 0 {
 		t.Errorf("namedlock depends on %v", found)
 	}
-	if found := metrics(deps("./promlock")); len(found) == 0 {
-		t.Error("go list -deps ./promlock names no Prometheus package: the check would see nothing")
+	for _, adapter := range []string{"./promlock", "./otellock"} {
+		if found := metrics(deps(adapter)); len(found) == 0 {
+			t.Errorf("go list -deps %s names no metrics package: the check would see nothing", adapter)
+		}
 	}
 }
