@@ -25,7 +25,9 @@
 // The counters are the Lockers' [namedlock.Stats], summed over the Lockers
 // watched, so they agree with Stats exactly; the histograms' counts agree
 // with them too (a lost lock was first an acquisition: it is a counter of
-// its own). No attribute carries the key; [WithKeyPrefix] adds
+// its own), except for a lock found lost while being given back unheld
+// (granted to a wait cancelled at that moment), which Stats count as lost
+// and no hold event reports. No attribute carries the key; [WithKeyPrefix] adds
 // namedlock.key.prefix to the histograms and spans.
 //
 // # Traces

@@ -28,7 +28,9 @@
 // an outcome of acquisitions_total. The histograms come from the observer's
 // events: the count of namedlock_wait_seconds for an outcome is the
 // matching acquisitions_total, that of namedlock_hold_seconds for "lost"
-// is locks_lost_total (a hold taken back by Locker.Close is "released").
+// is locks_lost_total (a hold taken back by Locker.Close is "released"),
+// except for a lock found lost while being given back unheld (granted to a
+// wait cancelled at that moment): Stats count it lost, no hold ended.
 //
 // # Labels
 //
