@@ -70,3 +70,12 @@ func ExampleMaxLen() {
 	// Output:
 	// true
 }
+
+// ExamplePrefix shows the part of a key that a metric may carry as a label.
+func ExamplePrefix() {
+	fmt.Println(keyfmt.Prefix(keyfmt.Key("product", 42)))
+	fmt.Printf("%q\n", keyfmt.Prefix("nightly-report"))
+	// Output:
+	// product
+	// ""
+}

@@ -145,5 +145,8 @@
 // RELEASE_LOCK on a pinned connection), behind the small backend and link
 // interfaces that the ordering tests fake; stmt.go runs its statements on
 // the driver connection; killer.go ends the sessions of cancelled waits.
-// fence.go mints fencing tokens; do.go and dotx.go wrap critical sections.
+// fence.go mints fencing tokens; do.go and dotx.go wrap critical sections
+// (dosqltx.go is DoTx's database/sql form, on the same code); event.go and
+// stats.go are what an observer and Stats see (the metrics adapters live in
+// the subpackages promlock and otellock, so that this one imports neither).
 package namedlock

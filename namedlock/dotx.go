@@ -3,6 +3,8 @@ package namedlock
 import (
 	"context"
 	"database/sql"
+	"errors"
+	"time"
 
 	"github.com/jmoiron/sqlx"
 )
@@ -38,34 +40,57 @@ import (
 // a loss of the named lock after the mint does not fail work the fence kept
 // safe, and is reported through [Locker.Stats] and the observer instead.
 func (l *Locker) DoTx(ctx context.Context, key string, db *sqlx.DB, opts *sql.TxOptions, fn func(ctx context.Context, tx *sqlx.Tx) error) error {
-	switch {
-	case fn == nil:
-		return nilFn("DoTx")
-	case db == nil || db.DB == nil:
+	if db == nil || db.DB == nil {
 		return fail("", "", "invalid argument: DoTx: nil *sqlx.DB", ErrInvalidArgument)
-	case l.pool != nil && sameDB(db.DB, l.pool):
-		return fail("", "", "invalid argument: DoTx: db is the Locker's lock pool; pass the application's own pool, where its transaction belongs", ErrInvalidArgument)
 	}
+	if err := l.txArgs("DoTx", db.DB, fn == nil); err != nil {
+		return err
+	}
+	return doTx(l, ctx, key, db.DB, func(ctx context.Context) (*sqlx.Tx, error) { return db.BeginTxx(ctx, opts) }, fn)
+}
+
+// txArgs checks what DoTx and DoSQLTx (named by call) are given before
+// anything changes: a fn, and a business db that is not the lock pool.
+func (l *Locker) txArgs(call string, db *sql.DB, nilFunc bool) error {
+	switch {
+	case nilFunc:
+		return nilFn(call)
+	case l.pool != nil && sameDB(db, l.pool):
+		return fail("", "", "invalid argument: "+call+": db is the Locker's lock pool; pass the application's own pool, where its transaction belongs", ErrInvalidArgument)
+	}
+	return nil
+}
+
+// txn is what DoTx needs of a transaction: *sqlx.Tx (DoTx) and *sql.Tx
+// (DoSQLTx) share one implementation over it.
+type txn interface {
+	execer
+	Commit() error
+	Rollback() error
+}
+
+// doTx is DoTx and DoSQLTx on db, whose transactions begin begins.
+func doTx[T txn](l *Locker, ctx context.Context, key string, db *sql.DB, begin func(context.Context) (T, error), fn func(ctx context.Context, tx T) error) error {
 	f := l.cfg.fence
-	if f != nil && db.DB != f.db {
+	if f != nil && db != f.db {
 		return fail(key, "", "DoTx: db is not the *sql.DB given to WithFencing, which holds the fence table "+f.quoted+": its transaction could not be fenced", ErrFencing)
 	}
 	if f != nil {
-		return l.fencedDoTx(ctx, key, db, opts, fn)
+		return fencedDoTx(l, ctx, key, begin, fn)
 	}
 	k, err := l.acquire(ctx, key, false, false)
 	if err != nil {
 		return err
 	}
 	return l.run(ctx, []*Lock{k}, func(fctx context.Context) error {
-		return l.unfencedTx(fctx, k, db, opts, fn)
+		return unfencedTx(fctx, k, begin, fn)
 	})
 }
 
 // unfencedTx runs fn in a transaction that is committed only if the lock
 // is not known lost.
-func (l *Locker) unfencedTx(ctx context.Context, k *Lock, db *sqlx.DB, opts *sql.TxOptions, fn func(ctx context.Context, tx *sqlx.Tx) error) error {
-	tx, err := db.BeginTxx(ctx, opts)
+func unfencedTx[T txn](ctx context.Context, k *Lock, begin func(context.Context) (T, error), fn func(ctx context.Context, tx T) error) error {
+	tx, err := begin(ctx)
 	if err != nil {
 		return fail(k.key, "", "DoTx: begin: "+err.Error(), err)
 	}
@@ -107,12 +132,12 @@ func (l *Locker) unfencedTx(ctx context.Context, k *Lock, db *sqlx.DB, opts *sql
 // take one after another: callers waiting for the lock would then each hold
 // a connection of the application's pool, and a holder whose fn needs one
 // more (or the fence table's first check) could wait for them forever.
-func (l *Locker) fencedDoTx(ctx context.Context, key string, db *sqlx.DB, opts *sql.TxOptions, fn func(ctx context.Context, tx *sqlx.Tx) error) (err error) {
+func fencedDoTx[T txn](l *Locker, ctx context.Context, key string, begin func(context.Context) (T, error), fn func(ctx context.Context, tx T) error) (err error) {
 	k, err := l.acquire(ctx, key, false, false)
 	if err != nil {
 		return err
 	}
-	tx, err := db.BeginTxx(ctx, opts)
+	tx, err := begin(ctx)
 	if err != nil {
 		_ = l.releaseAll([]*Lock{k})
 		return fail(key, "", "DoTx: begin: "+err.Error(), err)
@@ -128,9 +153,11 @@ func (l *Locker) fencedDoTx(ctx context.Context, key string, db *sqlx.DB, opts *
 		return l.releaseAll(locks)
 	}
 	finished := false
+	var fenceWait time.Duration // how long the mint took
 	defer func() {
 		if !finished { // fn panicked or called runtime.Goexit
 			_ = tx.Rollback()
+			l.fencedTxEnded(ctx, key, fenceWait, errFnDidNotReturn)
 			_ = release()
 		}
 	}()
@@ -139,7 +166,9 @@ func (l *Locker) fencedDoTx(ctx context.Context, key string, db *sqlx.DB, opts *
 	l.mu.Lock()
 	k.sess.tokenNext = 0
 	l.mu.Unlock()
+	minting := time.Now()
 	tok, err := l.cfg.fence.mint(fctx, tx, key, k.q.name, 1)
+	fenceWait = time.Since(minting)
 	if err == nil {
 		k.token.Store(tok)
 		// The fence row is this transaction's until it ends: a fenced DoTx
@@ -157,6 +186,7 @@ func (l *Locker) fencedDoTx(ctx context.Context, key string, db *sqlx.DB, opts *
 	finished = true
 	if err != nil {
 		_ = tx.Rollback()
+		l.fencedTxEnded(ctx, key, fenceWait, err)
 		if rerr := release(); rerr != nil {
 			return joinErrors(rerr, err)
 		}
@@ -181,7 +211,26 @@ func (l *Locker) fencedDoTx(ctx context.Context, key string, db *sqlx.DB, opts *
 		<-proved
 	}
 	if err != nil {
-		return fail(key, "", "DoTx: commit: "+err.Error(), err)
+		err = fail(key, "", "DoTx: commit: "+err.Error(), err)
 	}
-	return nil
+	l.fencedTxEnded(ctx, key, fenceWait, err)
+	return err
+}
+
+// errFnDidNotReturn is the Err of the FencedTx event of a DoTx whose fn
+// panicked or called runtime.Goexit.
+var errFnDidNotReturn = errors.New("namedlock: DoTx: fn panicked or called runtime.Goexit; the transaction was rolled back")
+
+// fencedTxEnded counts the end of a fenced DoTx's transaction, whose mint
+// took fenceWait, in Stats and tells the observer: err is nil when it
+// committed, why it rolled back otherwise.
+func (l *Locker) fencedTxEnded(ctx context.Context, key string, fenceWait time.Duration, err error) {
+	l.stats.fenceWaitNanos.Add(int64(fenceWait))
+	switch {
+	case err == nil:
+		l.stats.fencedCommits.Add(1)
+	case errors.Is(err, ErrFenceWait):
+		l.stats.fenceWaitTimeouts.Add(1)
+	}
+	l.observe(Event{Key: key, Outcome: FencedTx, FenceWait: fenceWait, Err: err, Context: ctx})
 }

@@ -218,56 +218,62 @@ func TestFencingHandoffTokens(t *testing.T) {
 // rolls back leaves the counter where it was, so the next holder gets the
 // same token again; a DoTx on another database is refused before any lock.
 func TestFencingDoTx(t *testing.T) {
-	srv := testdb.RequireReal(t)
-	app := testdb.OpenDB(t, srv.DSN)
-	in, table := fenced(t, app)
-	appx := sqlx.NewDb(app, "mysql")
-	counter := counterTable(t, appx, 1)
-	key := uniqueKey(t, "tx")
-	ctx := testCtx(t, 20*time.Second)
-	var tokens []uint64
-	incr := func(ctx context.Context, tx *sqlx.Tx) error {
-		tok, ok := namedlock.TokenFromContext(ctx)
-		if !ok {
-			t.Error("no token in a fenced DoTx")
+	forEachTxForm(t, func(t *testing.T, form txForm) {
+		srv := testdb.RequireReal(t)
+		app := testdb.OpenDB(t, srv.DSN)
+		in, table := fenced(t, app)
+		appx := sqlx.NewDb(app, "mysql")
+		counter := counterTable(t, appx, 1)
+		key := uniqueKey(t, "tx")
+		ctx := testCtx(t, 20*time.Second)
+		var tokens []uint64
+		incr := func(ctx context.Context, tx testTx) error {
+			tok, ok := namedlock.TokenFromContext(ctx)
+			if !ok {
+				t.Error("no token in a fenced DoTx")
+			}
+			tokens = append(tokens, tok)
+			_, err := tx.ExecContext(ctx, "UPDATE "+counter+" SET v = v + 1 WHERE id = 1")
+			return err
 		}
-		tokens = append(tokens, tok)
-		_, err := tx.ExecContext(ctx, "UPDATE "+counter+" SET v = v + 1 WHERE id = 1")
-		return err
-	}
-	if err := in.locker.DoTx(ctx, key, appx, nil, incr); err != nil {
-		t.Fatal(err)
-	}
-	boom := errors.New("boom")
-	if err := in.locker.DoTx(ctx, key, appx, nil, func(ctx context.Context, tx *sqlx.Tx) error {
-		_ = incr(ctx, tx)
-		return boom
-	}); !errors.Is(err, boom) {
-		t.Fatalf("DoTx = %v, want fn's error", err)
-	}
-	if err := in.locker.DoTx(ctx, key, appx, nil, incr); err != nil {
-		t.Fatal(err)
-	}
-	t.Logf("tokens: %v", tokens)
-	if len(tokens) != 3 || tokens[0] != 1 || tokens[1] != 2 || tokens[2] != 2 {
-		t.Errorf("tokens = %v, want [1 2 2]: a rolled-back mint is minted again", tokens)
-	}
-	var v int
-	if err := app.QueryRowContext(ctx, "SELECT v FROM "+counter+" WHERE id = 1").Scan(&v); err != nil || v != 2 {
-		t.Errorf("counter = %d, %v; want 2", v, err)
-	}
+		if err := form.do(in.locker, ctx, key, appx, incr); err != nil {
+			t.Fatal(err)
+		}
+		boom := errors.New("boom")
+		if err := form.do(in.locker, ctx, key, appx, func(ctx context.Context, tx testTx) error {
+			_ = incr(ctx, tx)
+			return boom
+		}); !errors.Is(err, boom) {
+			t.Fatalf("DoTx = %v, want fn's error", err)
+		}
+		if err := form.do(in.locker, ctx, key, appx, incr); err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("tokens: %v", tokens)
+		if len(tokens) != 3 || tokens[0] != 1 || tokens[1] != 2 || tokens[2] != 2 {
+			t.Errorf("tokens = %v, want [1 2 2]: a rolled-back mint is minted again", tokens)
+		}
+		var v int
+		if err := app.QueryRowContext(ctx, "SELECT v FROM "+counter+" WHERE id = 1").Scan(&v); err != nil || v != 2 {
+			t.Errorf("counter = %d, %v; want 2", v, err)
+		}
 
-	other := sqlx.NewDb(testdb.OpenDB(t, srv.DSN), "mysql")
-	err := in.locker.DoTx(ctx, key, other, nil, func(context.Context, *sqlx.Tx) error {
-		t.Error("fn ran on a database without the fence")
-		return nil
+		other := sqlx.NewDb(testdb.OpenDB(t, srv.DSN), "mysql")
+		err := form.do(in.locker, ctx, key, other, func(context.Context, testTx) error {
+			t.Error("fn ran on a database without the fence")
+			return nil
+		})
+		if !errors.Is(err, namedlock.ErrFencing) || !strings.Contains(err.Error(), table) {
+			t.Errorf("DoTx on another *sql.DB = %v, want ErrFencing naming %s", err, table)
+		}
+		st := in.locker.Stats()
+		if st.Held != 0 || st.Acquired != 3 {
+			t.Errorf("stats %+v: want 3 acquisitions (none for the refused DoTx), none held", st)
+		}
+		if st.FencedCommits != 2 || st.FenceWaitTimeouts != 0 || st.FenceWaitDuration <= 0 {
+			t.Errorf("stats %+v: want 2 fenced commits (the rolled-back one is not), no fence wait timeout, some time in the mints", st)
+		}
 	})
-	if !errors.Is(err, namedlock.ErrFencing) || !strings.Contains(err.Error(), table) {
-		t.Errorf("DoTx on another *sql.DB = %v, want ErrFencing naming %s", err, table)
-	}
-	if st := in.locker.Stats(); st.Held != 0 || st.Acquired != 3 {
-		t.Errorf("stats %+v: want 3 acquisitions (none for the refused DoTx), none held", st)
-	}
 }
 
 // TestFencingDoTxFenceWait: a transaction that minted a token for a key
@@ -276,43 +282,52 @@ func TestFencingDoTx(t *testing.T) {
 // nothing of it is committed. Once the stale transaction ends, the next
 // DoTx gets the token after it.
 func TestFencingDoTxFenceWait(t *testing.T) {
-	srv := testdb.RequireReal(t)
-	app := testdb.OpenDB(t, srv.DSN+paramSep(srv.DSN)+"innodb_lock_wait_timeout=1")
-	in, table := fenced(t, app)
-	appx := sqlx.NewDb(app, "mysql")
-	key := uniqueKey(t, "stale")
-	name := keyfmt.Portable(key)
-	ctx := testCtx(t, 20*time.Second)
+	forEachTxForm(t, func(t *testing.T, form txForm) {
+		srv := testdb.RequireReal(t)
+		app := testdb.OpenDB(t, srv.DSN+paramSep(srv.DSN)+"innodb_lock_wait_timeout=1")
+		in, table := fenced(t, app)
+		appx := sqlx.NewDb(app, "mysql")
+		key := uniqueKey(t, "stale")
+		name := keyfmt.Portable(key)
+		ctx := testCtx(t, 20*time.Second)
 
-	stale, err := app.BeginTx(ctx, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer stale.Rollback()
-	if _, err := stale.ExecContext(ctx, "INSERT INTO "+table+" (name, token) VALUES (?, LAST_INSERT_ID(1)) ON DUPLICATE KEY UPDATE token = LAST_INSERT_ID(token + 1)", name); err != nil {
-		t.Fatal(err)
-	}
-	start := time.Now()
-	err = in.locker.DoTx(ctx, key, appx, nil, func(context.Context, *sqlx.Tx) error {
-		t.Error("fn ran while a stale transaction held the fence row")
-		return nil
-	})
-	took := time.Since(start)
-	t.Logf("DoTx behind a stale transaction: %v after %v", err, took)
-	if !errors.Is(err, namedlock.ErrFenceWait) || !errors.Is(err, namedlock.ErrNotAcquired) {
-		t.Fatalf("DoTx = %v, want ErrFenceWait and ErrNotAcquired", err)
-	}
-	if err := stale.Commit(); err != nil {
-		t.Fatal(err)
-	}
-	if err := in.locker.DoTx(ctx, key, appx, nil, func(ctx context.Context, _ *sqlx.Tx) error {
-		if tok, _ := namedlock.TokenFromContext(ctx); tok != 2 {
-			t.Errorf("token after the stale one committed = %d, want 2", tok)
+		stale, err := app.BeginTx(ctx, nil)
+		if err != nil {
+			t.Fatal(err)
 		}
-		return nil
-	}); err != nil {
-		t.Fatal(err)
-	}
+		defer stale.Rollback()
+		if _, err := stale.ExecContext(ctx, "INSERT INTO "+table+" (name, token) VALUES (?, LAST_INSERT_ID(1)) ON DUPLICATE KEY UPDATE token = LAST_INSERT_ID(token + 1)", name); err != nil {
+			t.Fatal(err)
+		}
+		start := time.Now()
+		err = form.do(in.locker, ctx, key, appx, func(context.Context, testTx) error {
+			t.Error("fn ran while a stale transaction held the fence row")
+			return nil
+		})
+		took := time.Since(start)
+		t.Logf("DoTx behind a stale transaction: %v after %v", err, took)
+		if !errors.Is(err, namedlock.ErrFenceWait) || !errors.Is(err, namedlock.ErrNotAcquired) {
+			t.Fatalf("DoTx = %v, want ErrFenceWait and ErrNotAcquired", err)
+		}
+		st := in.locker.Stats()
+		if st.FenceWaitTimeouts != 1 || st.FencedCommits != 0 || st.FenceWaitDuration < 900*time.Millisecond {
+			t.Errorf("stats %+v: want 1 fence wait timeout, no fenced commit, about 1 s in the mint", st)
+		}
+		if err := stale.Commit(); err != nil {
+			t.Fatal(err)
+		}
+		if err := form.do(in.locker, ctx, key, appx, func(ctx context.Context, _ testTx) error {
+			if tok, _ := namedlock.TokenFromContext(ctx); tok != 2 {
+				t.Errorf("token after the stale one committed = %d, want 2", tok)
+			}
+			return nil
+		}); err != nil {
+			t.Fatal(err)
+		}
+		if st := in.locker.Stats(); st.FenceWaitTimeouts != 1 || st.FencedCommits != 1 {
+			t.Errorf("stats %+v: want 1 fence wait timeout, 1 fenced commit", st)
+		}
+	})
 }
 
 // paramSep is the character that adds a parameter to dsn.
@@ -389,55 +404,57 @@ func TestFencingStaleWriteOutsideTx(t *testing.T) {
 // No update is lost: the counter equals the number of sections that
 // succeeded.
 func TestFencingMixedDoAndDoTx(t *testing.T) {
-	srv := testdb.RequireReal(t)
-	app := testdb.OpenDB(t, srv.DSN)
-	appx := sqlx.NewDb(app, "mysql")
-	in, _ := fenced(t, app)
-	counter := counterTable(t, appx, 1)
-	key := uniqueKey(t, "mixed")
-	ctx := testCtx(t, 120*time.Second)
-	var ok atomic.Int64
-	var wg sync.WaitGroup
-	for g := range 8 {
-		wg.Go(func() {
-			for range 20 {
-				var err error
-				if g%2 == 0 {
-					err = in.locker.DoTx(ctx, key, appx, nil, func(ctx context.Context, tx *sqlx.Tx) error {
-						var v int
-						if err := tx.GetContext(ctx, &v, "SELECT v FROM "+counter+" WHERE id = 1"); err != nil {
+	forEachTxForm(t, func(t *testing.T, form txForm) {
+		srv := testdb.RequireReal(t)
+		app := testdb.OpenDB(t, srv.DSN)
+		appx := sqlx.NewDb(app, "mysql")
+		in, _ := fenced(t, app)
+		counter := counterTable(t, appx, 1)
+		key := uniqueKey(t, "mixed")
+		ctx := testCtx(t, 120*time.Second)
+		var ok atomic.Int64
+		var wg sync.WaitGroup
+		for g := range 8 {
+			wg.Go(func() {
+				for range 20 {
+					var err error
+					if g%2 == 0 {
+						err = form.do(in.locker, ctx, key, appx, func(ctx context.Context, tx testTx) error {
+							var v int
+							if err := tx.QueryRowContext(ctx, "SELECT v FROM "+counter+" WHERE id = 1").Scan(&v); err != nil {
+								return err
+							}
+							_, err := tx.ExecContext(ctx, "UPDATE "+counter+" SET v = ? WHERE id = 1", v+1)
 							return err
-						}
-						_, err := tx.ExecContext(ctx, "UPDATE "+counter+" SET v = ? WHERE id = 1", v+1)
-						return err
-					})
-				} else {
-					err = in.locker.Do(ctx, key, func(ctx context.Context) error {
-						var v int
-						if err := appx.GetContext(ctx, &v, "SELECT v FROM "+counter+" WHERE id = 1"); err != nil {
+						})
+					} else {
+						err = in.locker.Do(ctx, key, func(ctx context.Context) error {
+							var v int
+							if err := appx.GetContext(ctx, &v, "SELECT v FROM "+counter+" WHERE id = 1"); err != nil {
+								return err
+							}
+							time.Sleep(2 * time.Millisecond)
+							_, err := appx.ExecContext(ctx, "UPDATE "+counter+" SET v = ? WHERE id = 1", v+1)
 							return err
-						}
-						time.Sleep(2 * time.Millisecond)
-						_, err := appx.ExecContext(ctx, "UPDATE "+counter+" SET v = ? WHERE id = 1", v+1)
-						return err
-					})
+						})
+					}
+					if err != nil {
+						t.Error(err)
+						return
+					}
+					ok.Add(1)
 				}
-				if err != nil {
-					t.Error(err)
-					return
-				}
-				ok.Add(1)
-			}
-		})
-	}
-	wg.Wait()
-	var v int64
-	if err := app.QueryRowContext(ctx, "SELECT v FROM "+counter+" WHERE id = 1").Scan(&v); err != nil {
-		t.Fatal(err)
-	}
-	st := in.locker.Stats()
-	t.Logf("%d sections, counter %d; %d handoffs, %d server acquisitions", ok.Load(), v, st.Handoffs, st.ServerAcquisitions)
-	if v != ok.Load() {
-		t.Errorf("counter %d after %d sections: %d lost updates", v, ok.Load(), ok.Load()-v)
-	}
+			})
+		}
+		wg.Wait()
+		var v int64
+		if err := app.QueryRowContext(ctx, "SELECT v FROM "+counter+" WHERE id = 1").Scan(&v); err != nil {
+			t.Fatal(err)
+		}
+		st := in.locker.Stats()
+		t.Logf("%d sections, counter %d; %d handoffs, %d server acquisitions", ok.Load(), v, st.Handoffs, st.ServerAcquisitions)
+		if v != ok.Load() {
+			t.Errorf("counter %d after %d sections: %d lost updates", v, ok.Load(), ok.Load()-v)
+		}
+	})
 }

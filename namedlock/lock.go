@@ -34,6 +34,12 @@ type Lock struct {
 	freed  bool // Release has run (or Close took the lock)
 	done   chan struct{}
 	cancel context.CancelCauseFunc // Do's fn context
+
+	// The acquisition that began the hold, for the event that ends it;
+	// recorded by acquire only with an observer. Guarded by l.mu.
+	obsCtx     context.Context
+	obsWait    time.Duration
+	obsHandoff bool
 }
 
 // Key returns the key the lock was acquired with.
@@ -148,15 +154,23 @@ func (k *Lock) release(ctx context.Context, timeout time.Duration, observe bool)
 		l.mu.Unlock()
 		return err
 	}
+	ev := k.holdEventLocked(Released, held, nil)
 	k.endLocked(stateReleased, ErrNotHeld)
 	done, err := k.passOnLocked() // l.mu released if done
 	if !done {
 		err = k.releaseToServer(ctx, timeout, err)
 	}
 	if observe {
-		l.observe(Event{Key: k.key, Outcome: Released, Held: held, Err: err})
+		ev.Err = err
+		l.observe(ev)
 	}
 	return err
+}
+
+// holdEventLocked is the event that ends k's hold (Released or Lost), with
+// what acquire recorded of the acquisition that began it. l.mu held.
+func (k *Lock) holdEventLocked(o Outcome, held time.Duration, err error) Event {
+	return Event{Key: k.key, Outcome: o, Wait: k.obsWait, Held: held, Handoff: k.obsHandoff, Err: err, Context: k.obsCtx}
 }
 
 // freeLocked records that k's holder let go of it (Release ran, once) and
@@ -271,10 +285,10 @@ func (l *Locker) lostFound(s *session, loss error) {
 	h := q.holder
 	loss = forKey(h.key, loss)
 	h.endLocked(stateLost, loss)
-	held, key := time.Since(h.acquired), h.key
+	ev := h.holdEventLocked(Lost, time.Since(h.acquired), loss)
 	l.stats.lost.Add(1)
 	l.mu.Unlock()
-	l.observe(Event{Key: key, Outcome: Lost, Held: held, Err: loss})
+	l.observe(ev)
 }
 
 // handOffToFencedTx passes k at once to the first local waiter if that
@@ -294,7 +308,7 @@ func (k *Lock) handOffToFencedTx() (finish func() error) {
 		l.mu.Unlock()
 		return nil
 	}
-	held := k.freeLocked()
+	ev := k.holdEventLocked(Released, k.freeLocked(), nil)
 	k.endLocked(stateReleased, ErrNotHeld)
 	released := time.Now()
 	q.handOff(k.nextHolder)
@@ -302,7 +316,8 @@ func (k *Lock) handOffToFencedTx() (finish func() error) {
 	l.mu.Unlock()
 	return func() error {
 		_, err := k.afterPassOn(released, nil) // no linger: always done
-		l.observe(Event{Key: k.key, Outcome: Released, Held: held, Err: err})
+		ev.Err = err
+		l.observe(ev)
 		return err
 	}
 }

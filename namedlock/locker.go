@@ -164,7 +164,7 @@ func (l *Locker) acquire(ctx context.Context, key string, try, mint bool) (*Lock
 			l.stats.cancelledWaits.Add(1)
 		}
 		l.stats.notAcquired.Add(1)
-		l.observe(Event{Key: key, Outcome: NotAcquired, Wait: wait, Err: err})
+		l.observe(Event{Key: key, Outcome: NotAcquired, Wait: wait, Err: err, Context: ctx})
 		return nil, err
 	}
 	l.stats.acquired.Add(1)
@@ -174,7 +174,12 @@ func (l *Locker) acquire(ctx context.Context, key string, try, mint bool) (*Lock
 	} else {
 		l.stats.serverAcquired.Add(1)
 	}
-	l.observe(Event{Key: key, Outcome: Acquired, Wait: wait, Handoff: handoff})
+	if l.cfg.observer != nil {
+		l.mu.Lock()
+		k.obsCtx, k.obsWait, k.obsHandoff = ctx, wait, handoff
+		l.mu.Unlock()
+		l.observe(Event{Key: key, Outcome: Acquired, Wait: wait, Handoff: handoff, Context: ctx})
+	}
 	return k, nil
 }
 
@@ -359,6 +364,9 @@ func (l *Locker) Stats() Stats {
 		ServerAcquisitions: c.serverAcquired.Load(),
 		CancelledWaits:     c.cancelledWaits.Load(),
 		WaitDuration:       time.Duration(c.waitNanos.Load()),
+		FencedCommits:      c.fencedCommits.Load(),
+		FenceWaitTimeouts:  c.fenceWaitTimeouts.Load(),
+		FenceWaitDuration:  time.Duration(c.fenceWaitNanos.Load()),
 	}
 }
 
@@ -393,11 +401,15 @@ func (l *Locker) Close() error {
 	l.closed = true
 	var sessions []*session
 	var keys []string // the key of each session's holder (its name if none)
+	var taken []Event // the holds Close ends, for the observer
 	for name, q := range l.queues {
 		q.fail(ErrClosed)
 		key := name
 		if h := q.holder; h != nil {
 			key = h.key
+			if l.cfg.observer != nil && h.state == stateHeld { // a lost one was reported
+				taken = append(taken, h.holdEventLocked(Released, time.Since(h.acquired), ErrClosed))
+			}
 			h.endLocked(stateClosed, ErrClosed)
 			h.freed = true
 			l.stats.held.Add(-1)
@@ -412,6 +424,9 @@ func (l *Locker) Close() error {
 		// closed, gives back what it got and removes the queue.
 	}
 	l.mu.Unlock()
+	for _, ev := range taken {
+		l.observe(ev)
+	}
 	l.closeIt(ErrClosed) // callers waiting at the server give up
 
 	errs := make([]error, len(sessions))

@@ -2,6 +2,7 @@ package namedlock_test
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"sync/atomic"
 	"testing"
@@ -28,6 +29,7 @@ func TestMisuseChangesNothing(t *testing.T) {
 	ctx := testCtx(t, 20*time.Second)
 	noop := func(context.Context) error { return nil }
 	noopTx := func(context.Context, *sqlx.Tx) error { return nil }
+	noopSQLTx := func(context.Context, *sql.Tx) error { return nil }
 	var nilCtx context.Context
 
 	unchanged := func(t *testing.T, what string) {
@@ -51,6 +53,9 @@ func TestMisuseChangesNothing(t *testing.T) {
 		"DoTx(nil db)":           func() error { return in.locker.DoTx(ctx, key, nil, nil, noopTx) },
 		"DoTx(the lock pool)":    func() error { return in.locker.DoTx(ctx, key, sqlx.NewDb(in.db, "mysql"), nil, noopTx) },
 		"DoTx(empty *sqlx.DB)":   func() error { return in.locker.DoTx(ctx, key, &sqlx.DB{}, nil, noopTx) },
+		"DoSQLTx(nil fn)":        func() error { return in.locker.DoSQLTx(ctx, key, app.DB, nil, nil) },
+		"DoSQLTx(nil db)":        func() error { return in.locker.DoSQLTx(ctx, key, nil, nil, noopSQLTx) },
+		"DoSQLTx(the lock pool)": func() error { return in.locker.DoSQLTx(ctx, key, in.db, nil, noopSQLTx) },
 		"CreateFenceTable(nil)":  func() error { return namedlock.CreateFenceTable(ctx, nil, "fence") },
 		"CreateFenceTable(name)": func() error { return namedlock.CreateFenceTable(ctx, app.DB, "my fence") },
 	} {
@@ -77,6 +82,7 @@ func TestMisuseChangesNothing(t *testing.T) {
 	panics("TryDo(nil ctx)", func() { _ = in.locker.TryDo(nilCtx, key, noop) })
 	panics("DoMulti(nil ctx)", func() { _ = in.locker.DoMulti(nilCtx, []string{key}, noop) })
 	panics("DoTx(nil ctx)", func() { _ = in.locker.DoTx(nilCtx, key, app, nil, noopTx) })
+	panics("DoSQLTx(nil ctx)", func() { _ = in.locker.DoSQLTx(nilCtx, key, app.DB, nil, noopSQLTx) })
 
 	// Release(nil ctx) panics and leaves the lock held: a Release with a
 	// ctx then releases it.

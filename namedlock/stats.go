@@ -20,6 +20,10 @@ type Stats struct {
 	ServerAcquisitions int64         // acquisitions that took the lock from the server
 	CancelledWaits     int64         // server waits ended because ctx ended (their session is killed)
 	WaitDuration       time.Duration // total time spent acquiring, successful or not
+
+	FencedCommits     int64         // fenced DoTx transactions committed
+	FenceWaitTimeouts int64         // fenced DoTx whose mint gave up waiting for the fence row ([ErrFenceWait])
+	FenceWaitDuration time.Duration // total time fenced DoTx spent in their mint, waiting for the fence row
 }
 
 type counters struct {
@@ -27,4 +31,6 @@ type counters struct {
 	acquired, notAcquired, lost              atomic.Int64
 	handoffs, serverAcquired, cancelledWaits atomic.Int64
 	waitNanos                                atomic.Int64
+	fencedCommits, fenceWaitTimeouts         atomic.Int64
+	fenceWaitNanos                           atomic.Int64
 }

@@ -1,0 +1,46 @@
+package namedlock_test
+
+import (
+	"context"
+	"database/sql"
+	"testing"
+
+	"github.com/jmoiron/sqlx"
+
+	"github.com/namedlock/mysql/namedlock"
+)
+
+// testTx is what the DoTx tests do in a transaction: both *sqlx.Tx (DoTx)
+// and *sql.Tx (DoSQLTx) can.
+type testTx interface {
+	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
+	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
+}
+
+// txForm is one form of DoTx: sqlx (Locker.DoTx) or database/sql
+// (Locker.DoSQLTx). The DoTx tests run over both.
+type txForm struct {
+	name string
+	do   func(l *namedlock.Locker, ctx context.Context, key string, db *sqlx.DB, fn func(ctx context.Context, tx testTx) error) error
+}
+
+var txForms = []txForm{
+	{"sqlx", func(l *namedlock.Locker, ctx context.Context, key string, db *sqlx.DB, fn func(context.Context, testTx) error) error {
+		return l.DoTx(ctx, key, db, nil, func(ctx context.Context, tx *sqlx.Tx) error { return fn(ctx, tx) })
+	}},
+	{"sql", func(l *namedlock.Locker, ctx context.Context, key string, db *sqlx.DB, fn func(context.Context, testTx) error) error {
+		var sdb *sql.DB
+		if db != nil {
+			sdb = db.DB
+		}
+		return l.DoSQLTx(ctx, key, sdb, nil, func(ctx context.Context, tx *sql.Tx) error { return fn(ctx, tx) })
+	}},
+}
+
+// forEachTxForm runs test as a subtest for each form of DoTx.
+func forEachTxForm(t *testing.T, test func(t *testing.T, form txForm)) {
+	t.Helper()
+	for _, form := range txForms {
+		t.Run(form.name, func(t *testing.T) { test(t, form) })
+	}
+}
