@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/go-sql-driver/mysql"
@@ -15,11 +16,6 @@ import (
 	"github.com/namedlock/mysql/internal/flavor"
 	"github.com/namedlock/mysql/internal/lockconn"
 )
-
-// ErrUnsupportedServer is returned by [Open] when the server answers but
-// named locks cannot be trusted there (for example Galera or Percona XtraDB
-// Cluster with wsrep_on=ON, where locks are node-local or refused).
-var ErrUnsupportedServer = errors.New("pool: named locks cannot be trusted on this server")
 
 // Open opens the dedicated lock pool described by dsn (the go-sql-driver
 // format, e.g. "user:pass@tcp(127.0.0.1:3306)/app"). It is [OpenContext]
@@ -54,19 +50,31 @@ func Open(dsn string, opts ...Option) (*sql.DB, error) {
 // unknown), but one registered for "tcp" or "unix" themselves is not.
 //
 // It then pings the server, verifies that GET_LOCK and RELEASE_LOCK work and
-// that the server is not a Galera node with wsrep_on=ON. On any failure the
-// pool is closed and the error names the address and user, never the
-// password. ctx bounds those checks together with [WithConnectTimeout].
+// that the server is not a Galera node with wsrep_on=ON. ctx bounds those
+// checks together with [WithConnectTimeout]. Nil options are ignored.
+//
+// On any failure the pool is closed and the error, one line, matches one
+// of [ErrInvalidOption], [ErrInvalidDSN] (nothing dialed; a URL such as
+// mysql://… is refused with the format expected), [ErrUnreachable],
+// [ErrRefused] (the server answered: wrong password, unknown database; the
+// *mysql.MySQLError is in the chain) or [ErrUnsupportedServer], or wraps
+// ctx's error when ctx ended first (or, should a query of the checks fail,
+// that query's error). It names the address and user, and the
+// database where that is the problem, never the password: no message
+// quotes the DSN.
 func OpenContext(ctx context.Context, dsn string, opts ...Option) (*sql.DB, error) {
 	o := defaultOptions()
 	for _, opt := range opts {
+		if opt == nil {
+			continue
+		}
 		if err := opt(&o); err != nil {
 			return nil, err
 		}
 	}
-	cfg, err := mysql.ParseDSN(dsn)
+	cfg, err := parseDSN(dsn)
 	if err != nil {
-		return nil, redact(fmt.Errorf("pool: parse DSN: %w", err), passwordIn(dsn))
+		return nil, err
 	}
 	cfg.InterpolateParams = true
 	cfg.ReadTimeout = 0
@@ -79,8 +87,8 @@ func OpenContext(ctx context.Context, dsn string, opts ...Option) (*sql.DB, erro
 		cfg.DialFunc = lockconn.Dial
 	}
 	mc, err := mysql.NewConnector(cfg)
-	if err != nil {
-		return nil, redact(fmt.Errorf("pool: %s: %w", describe(cfg), err), cfg.Passwd)
+	if err != nil { // normalize again: interpolateParams with an unsafe collation
+		return nil, invalidDSN(whatIsWrong(err, "", ""), err)
 	}
 	c := lockconn.NewConnector(mc, o.lease, tracked)
 	db := sql.OpenDB(c)
@@ -89,11 +97,15 @@ func OpenContext(ctx context.Context, dsn string, opts ...Option) (*sql.DB, erro
 	db.SetConnMaxLifetime(0)
 	db.SetConnMaxIdleTime(c.IdleTimeout())
 
-	ctx, cancel := context.WithTimeout(ctx, o.connectTimeout)
+	checkCtx, cancel := context.WithTimeout(ctx, o.connectTimeout)
 	defer cancel()
-	if err := check(ctx, db); err != nil {
+	if err := check(checkCtx, db); err != nil {
 		_ = db.Close()
-		return nil, redact(fmt.Errorf("pool: %s: %w", describe(cfg), err), cfg.Passwd)
+		if ce, ok := err.(*connectError); ok {
+			return nil, explainConnect(ctx, cfg, o, ce.err)
+		}
+		// ErrUnsupportedServer, or a failed query: no DSN text in either.
+		return nil, newOpenError([]error{err}, "pool: %s: %s", describe(cfg), strings.TrimPrefix(err.Error(), "pool: "))
 	}
 	return db, nil
 }
@@ -129,7 +141,7 @@ func describe(cfg *mysql.Config) string {
 // named lock can be taken and released.
 func check(ctx context.Context, db *sql.DB) error {
 	if err := db.PingContext(ctx); err != nil {
-		return fmt.Errorf("cannot reach the server: %w", err)
+		return &connectError{err}
 	}
 	if err := flavor.CheckTopology(ctx, db); err != nil {
 		if errors.Is(err, flavor.ErrNodeLocal) {
@@ -142,7 +154,7 @@ func check(ctx context.Context, db *sql.DB) error {
 	probe := "namedlock:probe:" + hex.EncodeToString(b[:])
 	conn, err := db.Conn(ctx)
 	if err != nil {
-		return fmt.Errorf("cannot reach the server: %w", err)
+		return &connectError{err}
 	}
 	defer conn.Close()
 	var got, released sql.NullInt64

@@ -179,7 +179,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	}()
 	status, err := play(ctx, t, o, stdout, isTerminal(os.Stdout))
 	if err != nil {
-		fmt.Fprintf(stderr, "demo: %v\n", t.redact(err))
+		fmt.Fprintf(stderr, "demo: %v\n", err)
 		if ctx.Err() != nil {
 			return exitInterrupted
 		}

@@ -54,7 +54,7 @@ func play(ctx context.Context, t *target, o options, out io.Writer, tty bool) (i
 		}
 	}
 	if err := d.close(); err != nil {
-		fmt.Fprintf(out, "warning: cleaning up: %v\n", t.redact(err))
+		fmt.Fprintf(out, "warning: cleaning up: %v\n", err)
 	}
 
 	if len(results) > 0 {
@@ -82,7 +82,7 @@ func concludeSched(out io.Writer, t *target, results []SchedResult) int {
 	status := exitOK
 	for _, r := range results {
 		for _, e := range r.Errors {
-			fmt.Fprintf(out, "scheduled job (%s) error: %s\n", schedLabel(r.Locked), t.redactString(e))
+			fmt.Fprintf(out, "scheduled job (%s) error: %s\n", schedLabel(r.Locked), e)
 		}
 		switch {
 		case !r.Locked:
@@ -108,7 +108,7 @@ func conclude(out io.Writer, t *target, results []Result) int {
 	for _, r := range results {
 		name := fmt.Sprintf("round %d (%s)", int(r.Mode), r.Mode.Label())
 		for _, e := range r.Errors {
-			fmt.Fprintf(out, "%s error: %s\n", name, t.redactString(e))
+			fmt.Fprintf(out, "%s error: %s\n", name, e)
 		}
 		if !r.AddsUp() {
 			fmt.Fprintf(out, "%s: the counters do not add up: %d tried, %d accepted, %d rejected, %d failed\n",
