@@ -61,14 +61,14 @@ func (l *Lease) lostErr() error {
 // statement, only if the lease is still this Provider's and unexpired. An
 // error matching ErrLeaseLost means it is not (the lease then ends, see
 // Done); any other error leaves the lease's state unknown. d must be at
-// least a millisecond. Extend does not change locked_at, so LockAtLeastFor
-// still counts from acquisition.
+// least a millisecond (ErrInvalidArgument otherwise). Extend does not change
+// locked_at, so LockAtLeastFor still counts from acquisition.
 func (l *Lease) Extend(ctx context.Context, d time.Duration) error {
 	if l == nil {
 		return ErrUnlocked
 	}
 	if d < time.Millisecond {
-		return fmt.Errorf("%w: extension must be at least 1ms, got %v", ErrInvalidConfig, d)
+		return fmt.Errorf("%w: Extend(%v): must be at least 1ms", ErrInvalidArgument, d)
 	}
 	if err := l.Err(); err != nil {
 		return err
@@ -152,7 +152,7 @@ func (l *Lease) keepAlive(ctx context.Context, expiry *time.Timer) {
 			cause := fmt.Errorf("%w: job %q: no extension succeeded before lock_until (LockAtMostFor %v)",
 				ErrLeaseLost, l.cfg.Name, l.cfg.LockAtMostFor)
 			if lastErr != nil {
-				cause = fmt.Errorf("%w; last error: %w", cause, lastErr)
+				cause = &multiError{msg: cause.Error() + "; last error: " + trimPrefix(lastErr), errs: []error{cause, lastErr}}
 			}
 			l.markLost(cause)
 			return
