@@ -267,9 +267,24 @@ func TestBadFlags(t *testing.T) {
 			t.Errorf("%q: exit status %d, want %d (%s)", args, code, exitUsage, &errOut)
 		}
 	}
-	o, err := parseFlags([]string{"-procs", "6"}, &bytes.Buffer{})
-	if err != nil || o.cfg.Instances != 6 {
-		t.Errorf("-procs 6 with 4 instances: %v, %d instances; want 6", err, o.cfg.Instances)
+	for _, tc := range []struct {
+		args      []string
+		instances int
+		story     string
+	}{
+		{nil, 4, "4 instances in this process"},
+		{[]string{"-procs", "3"}, 3, "3 instances, one per child process"},
+		{[]string{"-procs", "6"}, 6, "6 instances, one per child process"},
+		{[]string{"-procs", "3", "-instances", "5"}, 5, "5 instances in 3 child processes (2+2+1)"},
+		{[]string{"-procs", "3", "-instances", "2"}, 3, "3 instances, one per child process"}, // said on stderr
+	} {
+		o, err := parseFlags(tc.args, &bytes.Buffer{})
+		if err != nil || o.cfg.Instances != tc.instances {
+			t.Errorf("%q: %v, %d instances; want %d", tc.args, err, o.cfg.Instances, tc.instances)
+		}
+		if got := placement(o.cfg.Instances, o.procs); got != tc.story {
+			t.Errorf("%q: story says %q, want %q", tc.args, got, tc.story)
+		}
 	}
 }
 
