@@ -7,10 +7,16 @@ import (
 	"time"
 
 	"github.com/go-sql-driver/mysql"
-
-	"github.com/namedlock/mysql/internal/embedded"
 	"github.com/namedlock/mysql/pool"
 )
+
+// embeddedServer is the embedded go-mysql-server the demo starts when no
+// -dsn is given (see startEmbeddedServer).
+type embeddedServer interface {
+	DSN() string  // how to reach it
+	Addr() string // its host:port
+	Close() error // stops it
+}
 
 // connectTimeout bounds the first contact with the server.
 const connectTimeout = 5 * time.Second
@@ -20,7 +26,7 @@ type target struct {
 	dsn      string
 	addr     string
 	version  string
-	embedded *embedded.Server // nil for a server given by -dsn
+	embedded embeddedServer // nil for a server given by -dsn
 }
 
 // connect returns the server to run against: dsn, or an embedded server
@@ -30,7 +36,7 @@ type target struct {
 func connect(ctx context.Context, dsn string, out io.Writer) (*target, error) {
 	t := &target{dsn: dsn}
 	if dsn == "" {
-		s, err := embedded.Start()
+		s, err := startEmbeddedServer()
 		if err != nil {
 			return nil, fmt.Errorf("start the embedded server: %w", err)
 		}
