@@ -250,7 +250,8 @@ func TestHelpDoesNotShowTheEnvironmentDSN(t *testing.T) {
 	if strings.Contains(help, "secret") {
 		t.Errorf("-h shows the password:\n%s", help)
 	}
-	for _, flag := range []string{"-dsn", "-instances", "-workers", "-orders", "-stock", "-think", "-procs", "-rounds", "-table-prefix", "Exit status"} {
+	for _, flag := range []string{"-dsn", "-instances", "-workers", "-orders", "-stock", "-think", "-procs", "-rounds", "-table-prefix", "Exit status",
+		"The first \"go run ./cmd/demo\" compiles for", "-tags noembedded"} {
 		if !strings.Contains(help, flag) {
 			t.Errorf("-h does not document %s", flag)
 		}
