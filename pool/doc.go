@@ -24,6 +24,16 @@
 // [Open] parses the DSN with the driver's own parser, enforces those
 // settings, pings the server, checks that named locks really work there and
 // refuses servers where they cannot be trusted (Galera or Percona XtraDB
-// Cluster with wsrep_on=ON, Group Replication in multi-primary mode). Errors
-// never contain the password.
+// Cluster with wsrep_on=ON, Group Replication in multi-primary mode).
+//
+// Errors never contain the password, by construction rather than by
+// scrubbing: no message quotes the DSN. A message is one line made of fixed
+// text and the fields it names on purpose (network, address, user, and the
+// database when that is the problem); a driver error whose text could hold
+// DSN text (most DSN parse errors) is replaced by a message that says what
+// is wrong, and the others stay in the chain for [errors.As]. Open's errors
+// match a sentinel saying what kind of failure it is: [ErrInvalidOption],
+// [ErrInvalidDSN], [ErrUnreachable], [ErrRefused] (the server answered: a
+// wrong password is not "cannot reach") or [ErrUnsupportedServer]; one that
+// ended because its ctx did matches ctx's error instead.
 package pool

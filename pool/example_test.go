@@ -2,6 +2,7 @@ package pool_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log"
 	"os"
@@ -43,7 +44,7 @@ func ExampleOpen_invalidOption() {
 	_, err := pool.Open(exampleDSN(), pool.WithMaxConns(0))
 	fmt.Println(err)
 	// Output:
-	// pool: WithMaxConns(0): must be at least 1
+	// pool: invalid option: WithMaxConns(0): must be at least 1
 }
 
 func ExampleOpen_unreachable() {
@@ -51,5 +52,15 @@ func ExampleOpen_unreachable() {
 	_, err := pool.Open("app:s3cret@tcp(127.0.0.1:1)/app")
 	fmt.Println(err)
 	// Output:
-	// pool: tcp 127.0.0.1:1 as "app": cannot reach the server: dial tcp 127.0.0.1:1: connect: connection refused
+	// pool: tcp 127.0.0.1:1 as "app": cannot reach the server: connect: connection refused
+}
+
+func ExampleOpen_urlDSN() {
+	// A URL is not the driver's DSN format; the error says which one is.
+	_, err := pool.Open("mysql://app:s3cret@db:3306/app")
+	fmt.Println(errors.Is(err, pool.ErrInvalidDSN))
+	fmt.Println(err)
+	// Output:
+	// true
+	// pool: invalid DSN: a URL (scheme://…) is not accepted; expected the go-sql-driver format user:password@tcp(host:port)/dbname
 }

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/go-sql-driver/mysql"
@@ -15,12 +16,6 @@ import (
 	"github.com/namedlock/mysql/internal/flavor"
 	"github.com/namedlock/mysql/internal/lockconn"
 )
-
-// ErrUnsupportedServer is returned by [Open] when the server answers but
-// named locks cannot be trusted there (for example Galera or Percona XtraDB
-// Cluster with wsrep_on=ON, where locks are node-local or refused, or Group
-// Replication in multi-primary mode, where each member grants its own).
-var ErrUnsupportedServer = errors.New("pool: named locks cannot be trusted on this server")
 
 // Open opens the dedicated lock pool described by dsn (the go-sql-driver
 // format, e.g. "user:pass@tcp(127.0.0.1:3306)/app"). It is [OpenContext]
@@ -66,19 +61,31 @@ func Open(dsn string, opts ...Option) (*sql.DB, error) {
 // It then pings the server, verifies that GET_LOCK and RELEASE_LOCK work and
 // that named locks are not node-local there: neither a Galera node with
 // wsrep_on=ON nor a member of a Group Replication group in multi-primary
-// mode with more than one ONLINE member. On any failure the
-// pool is closed and the error names the address and user, never the
-// password. ctx bounds those checks together with [WithConnectTimeout].
+// mode with more than one ONLINE member. ctx bounds those checks together
+// with [WithConnectTimeout]. Nil options are ignored.
+//
+// On any failure the pool is closed and the error, one line, matches one
+// of [ErrInvalidOption], [ErrInvalidDSN] (nothing dialed; a URL such as
+// mysql://… is refused with the format expected), [ErrUnreachable],
+// [ErrRefused] (the server answered: wrong password, unknown database; the
+// *mysql.MySQLError is in the chain) or [ErrUnsupportedServer], or wraps
+// ctx's error when ctx ended first (or, should a query of the checks fail,
+// that query's error). It names the address and user, and the
+// database where that is the problem, never the password: no message
+// quotes the DSN.
 func OpenContext(ctx context.Context, dsn string, opts ...Option) (*sql.DB, error) {
 	o := defaultOptions()
 	for _, opt := range opts {
+		if opt == nil {
+			continue
+		}
 		if err := opt(&o); err != nil {
 			return nil, err
 		}
 	}
-	cfg, err := mysql.ParseDSN(dsn)
+	cfg, err := parseDSN(dsn)
 	if err != nil {
-		return nil, redact(fmt.Errorf("pool: parse DSN: %w", err), passwordIn(dsn))
+		return nil, err
 	}
 	cfg.InterpolateParams = true
 	cfg.ReadTimeout = 0
@@ -87,24 +94,25 @@ func OpenContext(ctx context.Context, dsn string, opts ...Option) (*sql.DB, erro
 	}
 	cfg.Params["wait_timeout"] = strconv.FormatInt(leaseSeconds(o.lease), 10)
 
-	ctx, cancel := context.WithTimeout(ctx, o.connectTimeout)
-	defer cancel()
-	if err := noStatementLimit(ctx, cfg); err != nil {
-		return nil, redact(fmt.Errorf("pool: %s: %w", describe(cfg), err), cfg.Passwd)
-	}
-	tracked := tracksNetConns(cfg)
-	if tracked {
-		cfg.DialFunc = lockconn.Dial
-	}
 	// The driver's log lines (a broken connection, before it returns an
 	// error that namedlock reports or database/sql retries) stay out of the
 	// application's stderr: this pool's driver logs to its own DriverLog.
 	// Never mysql.SetLogger: the global logger is the application's.
 	dlog := new(lockconn.DriverLog)
 	cfg.Logger = dlog
+
+	checkCtx, cancel := context.WithTimeout(ctx, o.connectTimeout)
+	defer cancel()
+	if err := noStatementLimit(checkCtx, cfg); err != nil {
+		return nil, openFailed(ctx, cfg, o, err)
+	}
+	tracked := tracksNetConns(cfg)
+	if tracked {
+		cfg.DialFunc = lockconn.Dial
+	}
 	mc, err := mysql.NewConnector(cfg)
-	if err != nil {
-		return nil, redact(fmt.Errorf("pool: %s: %w", describe(cfg), err), cfg.Passwd)
+	if err != nil { // normalize again: interpolateParams with an unsafe collation
+		return nil, invalidDSN(whatIsWrong(err, "", ""), err)
 	}
 	c := lockconn.NewConnector(mc, o.lease, tracked, dlog)
 	db := sql.OpenDB(c)
@@ -113,11 +121,21 @@ func OpenContext(ctx context.Context, dsn string, opts ...Option) (*sql.DB, erro
 	db.SetConnMaxLifetime(0)
 	db.SetConnMaxIdleTime(c.IdleTimeout())
 
-	if err := check(ctx, db); err != nil {
+	if err := check(checkCtx, db); err != nil {
 		_ = db.Close()
-		return nil, redact(fmt.Errorf("pool: %s: %w", describe(cfg), err), cfg.Passwd)
+		return nil, openFailed(ctx, cfg, o, err)
 	}
 	return db, nil
+}
+
+// openFailed is the error of an Open whose checks (or the probe of the
+// server's kind) failed with err; ctx is the caller's.
+func openFailed(ctx context.Context, cfg *mysql.Config, o options, err error) error {
+	if ce, ok := err.(*connectError); ok {
+		return explainConnect(ctx, cfg, o, ce.err)
+	}
+	// ErrUnsupportedServer, or a failed query: no DSN text in either.
+	return newOpenError([]error{err}, "pool: %s: %s", describe(cfg), strings.TrimPrefix(err.Error(), "pool: "))
 }
 
 // tracksNetConns reports whether Open dials cfg's connections itself (with
@@ -152,7 +170,7 @@ func describe(cfg *mysql.Config) string {
 // taken and released.
 func check(ctx context.Context, db *sql.DB) error {
 	if err := db.PingContext(ctx); err != nil {
-		return fmt.Errorf("cannot reach the server: %w", err)
+		return &connectError{err}
 	}
 	if err := flavor.CheckTopology(ctx, db); err != nil {
 		if errors.Is(err, flavor.ErrNodeLocal) {
@@ -165,7 +183,7 @@ func check(ctx context.Context, db *sql.DB) error {
 	probe := "namedlock:probe:" + hex.EncodeToString(b[:])
 	conn, err := db.Conn(ctx)
 	if err != nil {
-		return fmt.Errorf("cannot reach the server: %w", err)
+		return &connectError{err}
 	}
 	defer conn.Close()
 	var got, released sql.NullInt64

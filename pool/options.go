@@ -20,7 +20,7 @@ const (
 )
 
 // Option configures [Open]. An option out of range makes Open fail with an
-// error that names it.
+// error that matches [ErrInvalidOption] and names it.
 type Option func(*options) error
 
 type options struct {
@@ -40,7 +40,7 @@ func defaultOptions() options {
 func WithMaxConns(n int) Option {
 	return func(o *options) error {
 		if n < 1 {
-			return fmt.Errorf("pool: WithMaxConns(%d): must be at least 1", n)
+			return fmt.Errorf("%w: WithMaxConns(%d): must be at least 1", ErrInvalidOption, n)
 		}
 		o.maxConns = n
 		return nil
@@ -55,7 +55,7 @@ func WithMaxConns(n int) Option {
 func WithLease(d time.Duration) Option {
 	return func(o *options) error {
 		if d < 2*time.Second {
-			return fmt.Errorf("pool: WithLease(%v): must be at least 2s", d)
+			return fmt.Errorf("%w: WithLease(%v): must be at least 2s", ErrInvalidOption, d)
 		}
 		o.lease = d
 		return nil
@@ -67,7 +67,7 @@ func WithLease(d time.Duration) Option {
 func WithConnectTimeout(d time.Duration) Option {
 	return func(o *options) error {
 		if d <= 0 {
-			return fmt.Errorf("pool: WithConnectTimeout(%v): must be positive", d)
+			return fmt.Errorf("%w: WithConnectTimeout(%v): must be positive", ErrInvalidOption, d)
 		}
 		o.connectTimeout = d
 		return nil

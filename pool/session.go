@@ -31,15 +31,15 @@ import (
 func noStatementLimit(ctx context.Context, cfg *mysql.Config) error {
 	probeCfg := cfg.Clone()
 	mc, err := mysql.NewConnector(probeCfg)
-	if err != nil {
-		return err
+	if err != nil { // normalize again: interpolateParams with an unsafe collation
+		return invalidDSN(whatIsWrong(err, "", ""), err)
 	}
 	db := sql.OpenDB(mc)
 	defer db.Close()
 	db.SetMaxOpenConns(1)
 	f, _, err := flavor.Detect(ctx, db)
 	if err != nil {
-		return fmt.Errorf("cannot reach the server: %w", err)
+		return &connectError{err}
 	}
 	name := f.StatementTimeVar()
 	if name == "" {

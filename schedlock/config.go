@@ -88,8 +88,11 @@ func validateName(name string) error {
 		return fmt.Errorf("%w: job name %q is not valid UTF-8", ErrInvalidConfig, name)
 	}
 	if n := utf8.RuneCountInString(name); n > MaxNameLength {
-		return fmt.Errorf("%w: %w: %q has %d characters; the name column holds %d",
-			ErrInvalidConfig, ErrNameTooLong, name, n, MaxNameLength)
+		return &multiError{
+			msg: fmt.Sprintf("%v: job name %q has %d characters, more than the name column's %d",
+				ErrInvalidConfig, name, n, MaxNameLength),
+			errs: []error{ErrInvalidConfig, ErrNameTooLong},
+		}
 	}
 	return nil
 }

@@ -3,6 +3,7 @@ package schedlock
 import (
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/go-sql-driver/mysql"
 )
@@ -14,6 +15,12 @@ var (
 	// job name, a non-positive LockAtMostFor, a LockAtLeastFor outside
 	// [0, LockAtMostFor], a bad table identifier, and so on.
 	ErrInvalidConfig = errors.New("schedlock: invalid configuration")
+
+	// ErrInvalidArgument reports an argument a call cannot use, which is
+	// not part of a Config or an Option: a nil *sql.DB (NewProvider), a nil
+	// job function (Run), an extension shorter than a millisecond (Extend).
+	// It is returned before any statement is sent.
+	ErrInvalidArgument = errors.New("schedlock: invalid argument")
 
 	// ErrNameTooLong reports a job name longer than the name column
 	// (MaxNameLength characters). Errors carrying it also match
@@ -91,4 +98,44 @@ func (p *Provider) classify(op string, err error) error {
 		}
 	}
 	return fmt.Errorf("schedlock: %s on table %s: %w", op, p.table, err)
+}
+
+// multiError is an error with a message of its own, on one line, that
+// matches each of errs.
+type multiError struct {
+	msg  string
+	errs []error
+}
+
+// Error returns the message.
+func (e *multiError) Error() string { return e.msg }
+
+// Unwrap returns the errors it matches.
+func (e *multiError) Unwrap() []error { return e.errs }
+
+// join is errors.Join on one line: the non-nil errors' messages separated
+// by "; " (errors.Join puts each on a line of its own). It returns nil if
+// every error is nil, and a lone error as it is.
+func join(errs ...error) error {
+	var kept []error
+	var msgs []string
+	for _, err := range errs {
+		if err != nil {
+			kept = append(kept, err)
+			msgs = append(msgs, err.Error())
+		}
+	}
+	switch len(kept) {
+	case 0:
+		return nil
+	case 1:
+		return kept[0]
+	}
+	return &multiError{msg: strings.Join(msgs, "; "), errs: kept}
+}
+
+// trimPrefix is err's message without this package's "schedlock: " prefix,
+// for an error quoted inside another of this package's messages.
+func trimPrefix(err error) string {
+	return strings.TrimPrefix(err.Error(), "schedlock: ")
 }

@@ -99,6 +99,9 @@ func TestKeepAliveLostCancelsJob(t *testing.T) {
 	if !ran || !errors.Is(err, ErrLeaseLost) || !errors.Is(err, context.Canceled) {
 		t.Fatalf("ran %v err %v", ran, err)
 	}
+	if strings.ContainsAny(err.Error(), "\r\n") {
+		t.Errorf("Run's error spans lines: %q", err)
+	}
 	if !errors.Is(cause, ErrLeaseLost) {
 		t.Fatalf("cause %v", cause)
 	}
@@ -136,6 +139,7 @@ func TestKeepAliveUncertainBecomesLost(t *testing.T) {
 	if !errors.Is(err, ErrLeaseLost) || !strings.Contains(err.Error(), "database is closed") {
 		t.Fatalf("Err %v", err)
 	}
+	checkMessage(t, err)
 	if took < 300*time.Millisecond {
 		t.Errorf("lost after %v: before LockAtMostFor 400ms", took)
 	}

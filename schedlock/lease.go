@@ -63,14 +63,14 @@ func (l *Lease) lostErr() error {
 // Done); one matching ErrLeaseOutOfRange means now + d would be past the
 // end of the TIMESTAMP column, and lock_until was left as it was (the lease
 // is still held); any other error leaves the lease's state unknown. d must
-// be at least a millisecond. Extend does not change locked_at, so
-// LockAtLeastFor still counts from acquisition.
+// be at least a millisecond (ErrInvalidArgument otherwise). Extend does not
+// change locked_at, so LockAtLeastFor still counts from acquisition.
 func (l *Lease) Extend(ctx context.Context, d time.Duration) error {
 	if l == nil {
 		return ErrUnlocked
 	}
 	if d < time.Millisecond {
-		return fmt.Errorf("%w: extension must be at least 1ms, got %v", ErrInvalidConfig, d)
+		return fmt.Errorf("%w: Extend(%v): must be at least 1ms", ErrInvalidArgument, d)
 	}
 	if err := l.Err(); err != nil {
 		return err
@@ -154,7 +154,7 @@ func (l *Lease) keepAlive(ctx context.Context, expiry *time.Timer) {
 			cause := fmt.Errorf("%w: job %q: no extension succeeded before lock_until (LockAtMostFor %v)",
 				ErrLeaseLost, l.cfg.Name, l.cfg.LockAtMostFor)
 			if lastErr != nil {
-				cause = fmt.Errorf("%w; last error: %w", cause, lastErr)
+				cause = &multiError{msg: cause.Error() + "; last error: " + trimPrefix(lastErr), errs: []error{cause, lastErr}}
 			}
 			l.markLost(cause)
 			return

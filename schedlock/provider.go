@@ -32,11 +32,11 @@ type Provider struct {
 }
 
 // NewProvider returns a Provider over db, or an error matching
-// ErrInvalidConfig if an option is invalid or db is nil. It does not touch
+// ErrInvalidConfig if an option is invalid, ErrInvalidArgument if db is nil. It does not touch
 // the database; call CreateTable once if the table may not exist.
 func NewProvider(db *sql.DB, opts ...Option) (*Provider, error) {
 	if db == nil {
-		return nil, fmt.Errorf("%w: nil *sql.DB", ErrInvalidConfig)
+		return nil, fmt.Errorf("%w: NewProvider: nil *sql.DB", ErrInvalidArgument)
 	}
 	s := settings{table: DefaultTable, unlockTimeout: DefaultUnlockTimeout}
 	for _, opt := range opts {
@@ -59,8 +59,8 @@ func NewProvider(db *sql.DB, opts ...Option) (*Provider, error) {
 	}, nil
 }
 
-// New is NewProvider for options known to be valid: it panics if one is not
-// (a programming error, like regexp.MustCompile).
+// New is NewProvider for options known to be valid: it panics if one is not,
+// or if db is nil (a programming error, like regexp.MustCompile).
 func New(db *sql.DB, opts ...Option) *Provider {
 	p, err := NewProvider(db, opts...)
 	if err != nil {

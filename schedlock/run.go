@@ -14,17 +14,19 @@ import (
 //   - The lock was taken: fn runs with a context derived from ctx, then the
 //     lock is unlocked (lock_until = max(locked_at + LockAtLeastFor, now)),
 //     even if fn panics (the panic continues after the unlock). ran is true
-//     and err is fn's error, joined with the unlock's error if that failed.
+//     and err is fn's error, joined (on one line) with the unlock's error if
+//     that failed.
 //   - With cfg.KeepAlive, if the lease is lost while fn runs, fn's context is
 //     cancelled with a cause matching ErrLeaseLost (see context.Cause), and
 //     err matches ErrLeaseLost even if fn returned nil: the job may have run
 //     on two instances at once.
 //   - Invalid cfg, a lease past the TIMESTAMP range, a missing table, or a
 //     database error: ran is false and err says why (ErrInvalidConfig,
-//     ErrLeaseOutOfRange, ErrTableNotFound, ErrBadTable, ...).
+//     ErrLeaseOutOfRange, ErrTableNotFound, ErrBadTable, ...). A nil fn is
+//     refused with ErrInvalidArgument.
 func (p *Provider) Run(ctx context.Context, cfg Config, fn func(ctx context.Context) error) (ran bool, err error) {
 	if fn == nil {
-		return false, fmt.Errorf("%w: nil job function", ErrInvalidConfig)
+		return false, fmt.Errorf("%w: Run: nil job function", ErrInvalidArgument)
 	}
 	fnCtx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
@@ -39,10 +41,10 @@ func (p *Provider) Run(ctx context.Context, cfg Config, fn func(ctx context.Cont
 		uerr := lease.Unlock(ctx)
 		lost := lease.lostErr()
 		if lost != nil && !errors.Is(err, lost) {
-			err = errors.Join(err, lost)
+			err = join(err, lost)
 		}
 		if uerr != nil && (lost == nil || !errors.Is(uerr, ErrLeaseLost)) {
-			err = errors.Join(err, uerr)
+			err = join(err, uerr)
 		}
 	}()
 	return true, fn(fnCtx)

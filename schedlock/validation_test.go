@@ -47,6 +47,7 @@ func TestConfigValidation(t *testing.T) {
 			if err == nil || !strings.Contains(err.Error(), tc.message) {
 				t.Errorf("message %q lacks %q", err, tc.message)
 			}
+			checkMessage(t, err)
 		})
 	}
 	ok := []Config{
@@ -78,9 +79,11 @@ func TestOptions(t *testing.T) {
 		{"zero unlock timeout", WithUnlockTimeout(0)},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			if _, err := NewProvider(db, tc.opt); !errors.Is(err, ErrInvalidConfig) {
+			_, err := NewProvider(db, tc.opt)
+			if !errors.Is(err, ErrInvalidConfig) {
 				t.Errorf("NewProvider: %v", err)
 			}
+			checkMessage(t, err)
 			defer func() {
 				if r := recover(); r == nil {
 					t.Error("New did not panic")
@@ -89,8 +92,8 @@ func TestOptions(t *testing.T) {
 			New(db, tc.opt)
 		})
 	}
-	if _, err := NewProvider(nil); !errors.Is(err, ErrInvalidConfig) {
-		t.Errorf("nil db: %v", err)
+	if _, err := NewProvider(nil); !errors.Is(err, ErrInvalidArgument) || errors.Is(err, ErrInvalidConfig) {
+		t.Errorf("nil db: %v, want ErrInvalidArgument only", err)
 	}
 	p, err := NewProvider(db, WithTable("jobs.shedlock_2"), WithLockedBy(strings.Repeat("b", 255)))
 	if err != nil {
@@ -178,4 +181,36 @@ func TestBadTables(t *testing.T) {
 			}
 		})
 	}
+}
+
+// checkMessage: an error of this package says "schedlock:" once, at the
+// start, on one line.
+func checkMessage(t *testing.T, err error) {
+	t.Helper()
+	if err == nil {
+		return
+	}
+	msg := err.Error()
+	if !strings.HasPrefix(msg, "schedlock: ") || strings.Count(msg, "schedlock:") != 1 || strings.ContainsAny(msg, "\r\n") {
+		t.Errorf("message %q: want one line with the prefix \"schedlock: \" once", msg)
+	}
+}
+
+// Arguments that are no Config or Option are refused with
+// ErrInvalidArgument, before any statement.
+func TestInvalidArguments(t *testing.T) {
+	t.Parallel()
+	p := New(&sql.DB{}) // never used: the arguments fail first
+	cfg := Config{Name: "j", LockAtMostFor: time.Second}
+	ran, err := p.Run(bg, cfg, nil)
+	if ran || !errors.Is(err, ErrInvalidArgument) || errors.Is(err, ErrInvalidConfig) {
+		t.Errorf("Run with a nil fn: ran %v, %v; want ErrInvalidArgument only", ran, err)
+	}
+	checkMessage(t, err)
+	l := &Lease{p: p, cfg: cfg, done: make(chan struct{})}
+	err = l.Extend(bg, time.Microsecond)
+	if !errors.Is(err, ErrInvalidArgument) || errors.Is(err, ErrInvalidConfig) {
+		t.Errorf("Extend(1µs): %v; want ErrInvalidArgument only", err)
+	}
+	checkMessage(t, err)
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"slices"
+	"strconv"
 	"strings"
 )
 
@@ -14,19 +15,15 @@ import (
 // could not run to the end.
 func play(ctx context.Context, t *target, o options, out io.Writer, tty bool) (int, error) {
 	c := o.cfg
-	where := "in this process"
-	if o.procs > 0 {
-		where = fmt.Sprintf("in %d child processes", o.procs)
-	}
 	sched := slices.Contains(o.rounds, Sched)
 	schedSkipped := sched && t.embedded != nil && !o.roundsSet
 	sched = sched && !schedSkipped
 	modes := slices.DeleteFunc(slices.Clone(o.rounds), func(m Mode) bool { return m == Sched })
 	fmt.Fprintf(out, "server: %s at %s\n", t.version, t.addr)
 	if len(modes) > 0 {
-		fmt.Fprintf(out, "story: 1 product, %d in stock; %d instances %s, %d workers each, place %d orders;\n"+
+		fmt.Fprintf(out, "story: 1 product, %d in stock; %s, %d workers each, place %d orders;\n"+
 			"       an order reads the stock, thinks %v, writes stock-1 if it read more than 0\n",
-			c.Stock, c.Instances, where, c.Workers, c.Orders, c.Think)
+			c.Stock, placement(c.Instances, o.procs), c.Workers, c.Orders, c.Think)
 	}
 
 	procs := o.procs
@@ -54,7 +51,7 @@ func play(ctx context.Context, t *target, o options, out io.Writer, tty bool) (i
 		}
 	}
 	if err := d.close(); err != nil {
-		fmt.Fprintf(out, "warning: cleaning up: %v\n", t.redact(err))
+		fmt.Fprintf(out, "warning: cleaning up: %v\n", err)
 	}
 
 	if len(results) > 0 {
@@ -76,13 +73,31 @@ func play(ctx context.Context, t *target, o options, out io.Writer, tty bool) (i
 	return status, nil
 }
 
+// placement says where the instances run: "4 instances in this process",
+// "3 instances, one per child process", "5 instances in 3 child processes
+// (2+2+1)".
+func placement(instances, procs int) string {
+	switch {
+	case procs == 0:
+		return fmt.Sprintf("%d instances in this process", instances)
+	case procs == instances:
+		return fmt.Sprintf("%d instances, one per child process", instances)
+	}
+	parts := split(instances, procs)
+	counts := make([]string, len(parts))
+	for i, n := range parts {
+		counts[i] = strconv.Itoa(n)
+	}
+	return fmt.Sprintf("%d instances in %d child processes (%s)", instances, procs, strings.Join(counts, "+"))
+}
+
 // concludeSched explains the scheduled-job table and returns exitWrong when
 // the job did not run exactly once per tick with the lock.
 func concludeSched(out io.Writer, t *target, results []SchedResult) int {
 	status := exitOK
 	for _, r := range results {
 		for _, e := range r.Errors {
-			fmt.Fprintf(out, "scheduled job (%s) error: %s\n", schedLabel(r.Locked), t.redactString(e))
+			fmt.Fprintf(out, "scheduled job (%s) error: %s\n", schedLabel(r.Locked), e)
 		}
 		switch {
 		case !r.Locked:
@@ -108,7 +123,7 @@ func conclude(out io.Writer, t *target, results []Result) int {
 	for _, r := range results {
 		name := fmt.Sprintf("round %d (%s)", int(r.Mode), r.Mode.Label())
 		for _, e := range r.Errors {
-			fmt.Fprintf(out, "%s error: %s\n", name, t.redactString(e))
+			fmt.Fprintf(out, "%s error: %s\n", name, e)
 		}
 		if !r.AddsUp() {
 			fmt.Fprintf(out, "%s: the counters do not add up: %d tried, %d accepted, %d rejected, %d failed\n",

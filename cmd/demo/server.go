@@ -2,17 +2,21 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
-	"strings"
 	"time"
 
 	"github.com/go-sql-driver/mysql"
-
-	"github.com/namedlock/mysql/internal/embedded"
 	"github.com/namedlock/mysql/pool"
 )
+
+// embeddedServer is the embedded go-mysql-server the demo starts when no
+// -dsn is given (see startEmbeddedServer).
+type embeddedServer interface {
+	DSN() string  // how to reach it
+	Addr() string // its host:port
+	Close() error // stops it
+}
 
 // connectTimeout bounds the first contact with the server.
 const connectTimeout = 5 * time.Second
@@ -22,25 +26,24 @@ type target struct {
 	dsn      string
 	addr     string
 	version  string
-	password string           // only to scrub it from messages
-	embedded *embedded.Server // nil for a server given by -dsn
+	embedded embeddedServer // nil for a server given by -dsn
 }
 
 // connect returns the server to run against: dsn, or an embedded server
 // started here when dsn is empty (said on out). It proves that the server
-// answers and that named locks work there. Errors name the address, never
-// the password.
+// answers and that named locks work there. Errors are pool.Open's: they name
+// the address, never the password (they never quote the DSN).
 func connect(ctx context.Context, dsn string, out io.Writer) (*target, error) {
 	t := &target{dsn: dsn}
 	if dsn == "" {
-		s, err := embedded.Start()
+		s, err := startEmbeddedServer()
 		if err != nil {
 			return nil, fmt.Errorf("start the embedded server: %w", err)
 		}
 		t.embedded, t.dsn = s, s.DSN()
 		fmt.Fprintf(out, "no -dsn given: started an embedded MySQL-compatible server (go-mysql-server) on %s\n", s.Addr())
 	}
-	// pool.Open parses the DSN and redacts the password from its errors.
+	// pool.Open parses the DSN; its errors never quote it.
 	probe, err := pool.OpenContext(ctx, t.dsn, pool.WithConnectTimeout(connectTimeout))
 	if err != nil {
 		return nil, t.fail(err)
@@ -50,7 +53,7 @@ func connect(ctx context.Context, dsn string, out io.Writer) (*target, error) {
 	if err != nil { // pool.Open accepted it: cannot happen
 		return nil, t.fail(fmt.Errorf("parse the DSN: %w", err))
 	}
-	t.addr, t.password = cfg.Addr, cfg.Passwd
+	t.addr = cfg.Addr
 	if err := probe.QueryRowContext(ctx, "SELECT VERSION()").Scan(&t.version); err != nil {
 		return nil, t.fail(fmt.Errorf("server at %s: read its version: %w", t.addr, err))
 	}
@@ -61,7 +64,10 @@ func connect(ctx context.Context, dsn string, out io.Writer) (*target, error) {
 }
 
 func (t *target) fail(err error) error {
-	return t.redact(errors.Join(err, t.close()))
+	if cerr := t.close(); cerr != nil {
+		return fmt.Errorf("%w (and stopping the embedded server: %v)", err, cerr)
+	}
+	return err
 }
 
 // closeGrace is how long close lets the embedded server notice that the
@@ -77,21 +83,4 @@ func (t *target) close() error {
 	}
 	time.Sleep(closeGrace)
 	return t.embedded.Close()
-}
-
-// redact returns err with the password replaced, as a belt to pool.Open's
-// braces: the demo prints errors from the driver and from child processes.
-func (t *target) redact(err error) error {
-	if err == nil || t.password == "" || !strings.Contains(err.Error(), t.password) {
-		return err
-	}
-	return fmt.Errorf("%s", strings.ReplaceAll(err.Error(), t.password, "xxxxx"))
-}
-
-// redactString is redact for a message.
-func (t *target) redactString(s string) string {
-	if t.password == "" {
-		return s
-	}
-	return strings.ReplaceAll(s, t.password, "xxxxx")
 }

@@ -3,7 +3,10 @@
 // scheduler fires runs on one instance per tick:
 //
 //	s, err := gocron.NewScheduler(gocron.WithDistributedLocker(
-//		gocronlock.NewLeaseLocker(provider, 10*time.Minute, 30*time.Second)))
+//		gocronlock.NewLeaseLocker(provider, gocronlock.LeaseOptions{
+//			LockAtMostFor:  10 * time.Minute,
+//			LockAtLeastFor: 30 * time.Second,
+//		})))
 //
 // gocron calls Lock(ctx, jobName) before each run and skips the run if Lock
 // returns an error (the error goes to the job's AfterLockError listener);
@@ -14,18 +17,18 @@
 // NewLeaseLocker (a schedlock.Provider, ShedLock's lease table) is the one
 // for "run once per tick":
 //
-//   - lockAtLeastFor keeps a fast job locked after it finished, so an
+//   - LockAtLeastFor keeps a fast job locked after it finished, so an
 //     instance whose tick fires a little later (clock skew, GC pause, busy
 //     executor) does not run it again. Set it a bit shorter than the job's
 //     interval and longer than the skew between instances.
-//   - A crashed holder blocks the job until lockAtMostFor has passed, no
+//   - A crashed holder blocks the job until LockAtMostFor has passed, no
 //     longer, and never forever.
 //   - Times are the database's, so skewed application clocks do not matter
 //     to the lock (they still shift when each scheduler fires).
 //   - It needs the table (schedlock.Provider.CreateTable), is shared with
 //     Java services using ShedLock's usingDbTime(), and costs two or three
 //     short statements per tick and instance.
-//   - lockAtMostFor must exceed the job's longest run: a run that outlives
+//   - LockAtMostFor must exceed the job's longest run: a run that outlives
 //     it may overlap with another instance's next run, and gocron drops the
 //     Unlock error that would say so.
 //
@@ -33,7 +36,7 @@
 // the job runs:
 //
 //   - It needs no table, and the lock is freed the moment the holder's
-//     session ends (process crash, network loss), with no lockAtMostFor to
+//     session ends (process crash, network loss), with no LockAtMostFor to
 //     choose; a job may run as long as it likes.
 //   - It gives "never two runs at once", not "one run per tick": once a fast
 //     job is done the lock is free, and an instance whose tick fires after

@@ -30,7 +30,10 @@ func ExampleNewLeaseLocker() {
 	s, err := gocron.NewScheduler(gocron.WithDistributedLocker(
 		// A crashed holder blocks a run for 10 minutes at most; a finished
 		// run keeps the job locked for 30 s, so late ticks skip it.
-		gocronlock.NewLeaseLocker(provider, 10*time.Minute, 30*time.Second)))
+		gocronlock.NewLeaseLocker(provider, gocronlock.LeaseOptions{
+			LockAtMostFor:  10 * time.Minute,
+			LockAtLeastFor: 30 * time.Second,
+		})))
 	if err != nil {
 		log.Fatal(err)
 	}

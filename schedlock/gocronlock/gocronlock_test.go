@@ -40,7 +40,7 @@ func TestLeaseLockerOncePerTick(t *testing.T) {
 	for i := range 3 {
 		p := schedlock.New(testdb.OpenDB(t, srv.DSN), schedlock.WithTable(table),
 			schedlock.WithLockedBy(fmt.Sprintf("instance-%d", i)))
-		c := &countingLocker{Locker: NewLeaseLocker(p, 10*time.Second, 500*time.Millisecond)}
+		c := &countingLocker{Locker: NewLeaseLocker(p, LeaseOptions{LockAtMostFor: 10 * time.Second, LockAtLeastFor: 500 * time.Millisecond})}
 		counting = append(counting, c)
 		lockers = append(lockers, c)
 	}
@@ -124,7 +124,7 @@ func TestAdapters(t *testing.T) {
 		}
 		t.Cleanup(func() { _, _ = db.Exec("DROP TABLE IF EXISTS `" + table + "`") })
 		b := schedlock.New(db, schedlock.WithTable(table), schedlock.WithLockedBy("b"))
-		la, lb := NewLeaseLocker(a, time.Minute, 0), NewLeaseLocker(b, time.Minute, 0)
+		la, lb := NewLeaseLocker(a, LeaseOptions{LockAtMostFor: time.Minute}), NewLeaseLocker(b, LeaseOptions{LockAtMostFor: time.Minute})
 		lk, err := la.Lock(ctx, "report")
 		if err != nil {
 			t.Fatal(err)
@@ -263,20 +263,31 @@ func TestLeaseName(t *testing.T) {
 func TestConstructorsPanic(t *testing.T) {
 	t.Parallel()
 	p := schedlock.New(&sql.DB{})
-	for name, f := range map[string]func(){
-		"nil provider":      func() { NewLeaseLocker(nil, time.Second, 0) },
-		"zero at most":      func() { NewLeaseLocker(p, 0, 0) },
-		"at least > most":   func() { NewLeaseLocker(p, time.Second, time.Minute) },
-		"negative at least": func() { NewLeaseLocker(p, time.Second, -1) },
-		"nil named locker":  func() { NewNamedLocker(nil) },
+	for _, tc := range []struct {
+		name string
+		f    func()
+		want string
+	}{
+		{"nil provider", func() { NewLeaseLocker(nil, LeaseOptions{LockAtMostFor: time.Second}) },
+			"gocronlock: NewLeaseLocker with a nil *schedlock.Provider"},
+		{"zero options", func() { NewLeaseLocker(p, LeaseOptions{}) },
+			"gocronlock: NewLeaseLocker: LeaseOptions.LockAtMostFor must be at least 1ms, got 0s"},
+		{"at least > most (swapped)", func() { NewLeaseLocker(p, LeaseOptions{LockAtMostFor: time.Second, LockAtLeastFor: time.Minute}) },
+			"gocronlock: NewLeaseLocker: LeaseOptions.LockAtLeastFor (1m0s) must not exceed LockAtMostFor (1s)"},
+		{"negative at least", func() { NewLeaseLocker(p, LeaseOptions{LockAtMostFor: time.Second, LockAtLeastFor: -1}) },
+			"gocronlock: NewLeaseLocker: LeaseOptions.LockAtLeastFor must not be negative, got -1ns"},
+		{"nil named locker", func() { NewNamedLocker(nil) },
+			"gocronlock: NewNamedLocker with a nil *namedlock.Locker"},
 	} {
 		func() {
 			defer func() {
-				if recover() == nil {
-					t.Errorf("%s: no panic", name)
+				if r := recover(); r != tc.want {
+					t.Errorf("%s: panic %q, want %q", tc.name, r, tc.want)
 				}
 			}()
-			f()
+			tc.f()
 		}()
 	}
+	// In range, including LockAtLeastFor equal to LockAtMostFor.
+	NewLeaseLocker(p, LeaseOptions{LockAtMostFor: time.Millisecond, LockAtLeastFor: time.Millisecond})
 }

@@ -14,25 +14,61 @@ import (
 	"github.com/namedlock/mysql/schedlock"
 )
 
+// LeaseOptions are the durations, with ShedLock's meanings, of the lease
+// that NewLeaseLocker's Lock takes for each run. Name the fields
+// (go vet flags a literal of this type that does not): two durations in a
+// row are easy to swap.
+type LeaseOptions struct {
+	// LockAtMostFor is how long the lease lasts if its holder never
+	// unlocks it (it crashed): the longest a crashed holder blocks the job.
+	// It must be at least 1ms, and longer than the job's longest run (gocron
+	// drops the Unlock error that would report an overlap).
+	LockAtMostFor time.Duration
+	// LockAtLeastFor is how long, from the start of the run, the job stays
+	// locked after a fast run: a little less than the job's interval and
+	// more than the skew between instances' ticks, so that an instance
+	// whose tick fires late skips it. 0 unlocks at the end of the run; it
+	// must not exceed LockAtMostFor.
+	LockAtLeastFor time.Duration
+}
+
 // NewLeaseLocker returns a gocron.Locker that takes each run's lock in p's
 // ShedLock table: Lock is (*schedlock.Provider).Lock with the job's name
-// (mapped by LeaseName) and the given durations, and fails with an error
-// matching schedlock.ErrLocked while another instance holds the job, so
-// gocron skips the run; Unlock is ShedLock's unlock (lock_until =
-// max(locked_at + lockAtLeastFor, now)).
+// (mapped by LeaseName) and o's durations, and fails with an error matching
+// schedlock.ErrLocked while another instance holds the job, so gocron skips
+// the run; Unlock is ShedLock's unlock (lock_until =
+// max(locked_at + LockAtLeastFor, now)).
 //
-// It panics if p is nil or the durations are invalid (lockAtMostFor at
-// least 1ms, 0 <= lockAtLeastFor <= lockAtMostFor), as they are fixed by
-// the program.
-func NewLeaseLocker(p *schedlock.Provider, lockAtMostFor, lockAtLeastFor time.Duration) gocron.Locker {
+//	gocronlock.NewLeaseLocker(provider, gocronlock.LeaseOptions{
+//		LockAtMostFor:  10 * time.Minute,
+//		LockAtLeastFor: 30 * time.Second,
+//	})
+//
+// It panics if p is nil or o is out of range (LockAtMostFor at least 1ms,
+// 0 <= LockAtLeastFor <= LockAtMostFor; a zero LeaseOptions is out of
+// range), as they are fixed by the program.
+func NewLeaseLocker(p *schedlock.Provider, o LeaseOptions) gocron.Locker {
 	if p == nil {
 		panic("gocronlock: NewLeaseLocker with a nil *schedlock.Provider")
 	}
-	cfg := schedlock.Config{Name: "gocron", LockAtMostFor: lockAtMostFor, LockAtLeastFor: lockAtLeastFor}
-	if err := cfg.Validate(); err != nil {
-		panic(fmt.Sprintf("gocronlock: NewLeaseLocker: %v", err))
+	if err := o.validate(); err != nil {
+		panic("gocronlock: NewLeaseLocker: " + err.Error())
 	}
-	return &leaseLocker{p: p, atMost: lockAtMostFor, atLeast: lockAtLeastFor}
+	return &leaseLocker{p: p, atMost: o.LockAtMostFor, atLeast: o.LockAtLeastFor}
+}
+
+// validate checks o by the rules of schedlock.Config.Validate, which each
+// Lock applies again with the job's name.
+func (o LeaseOptions) validate() error {
+	switch {
+	case o.LockAtMostFor < time.Millisecond:
+		return fmt.Errorf("LeaseOptions.LockAtMostFor must be at least 1ms, got %v", o.LockAtMostFor)
+	case o.LockAtLeastFor < 0:
+		return fmt.Errorf("LeaseOptions.LockAtLeastFor must not be negative, got %v", o.LockAtLeastFor)
+	case o.LockAtLeastFor > o.LockAtMostFor:
+		return fmt.Errorf("LeaseOptions.LockAtLeastFor (%v) must not exceed LockAtMostFor (%v)", o.LockAtLeastFor, o.LockAtMostFor)
+	}
+	return nil
 }
 
 type leaseLocker struct {
