@@ -134,6 +134,9 @@ func openFailed(ctx context.Context, cfg *mysql.Config, o options, err error) er
 	if ce, ok := err.(*connectError); ok {
 		return explainConnect(ctx, cfg, o, ce.err)
 	}
+	if errors.Is(err, ErrInvalidDSN) { // says it all, with no DSN text
+		return err
+	}
 	// ErrUnsupportedServer, or a failed query: no DSN text in either.
 	return newOpenError([]error{err}, "pool: %s: %s", describe(cfg), strings.TrimPrefix(err.Error(), "pool: "))
 }
