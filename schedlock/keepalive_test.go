@@ -24,9 +24,16 @@ func TestKeepAliveExtendsLongJob(t *testing.T) {
 	cfg := Config{Name: name, LockAtMostFor: 900 * time.Millisecond, KeepAlive: 150 * time.Millisecond}
 
 	stop := make(chan struct{})
+	started := make(chan struct{}) // the long job runs: the poller starts
 	var polls, stolen atomic.Int32
+	var running atomic.Bool // the long job's fn runs
 	var wg sync.WaitGroup
 	wg.Go(func() {
+		select {
+		case <-stop:
+			return
+		case <-started:
+		}
 		tick := time.NewTicker(20 * time.Millisecond)
 		defer tick.Stop()
 		for {
@@ -36,17 +43,22 @@ func TestKeepAliveExtendsLongJob(t *testing.T) {
 			case <-tick.C:
 			}
 			polls.Add(1)
-			ran, err := poller.Run(bg, Config{Name: name, LockAtMostFor: time.Second}, func(context.Context) error { return nil })
+			_, err := poller.Run(bg, Config{Name: name, LockAtMostFor: time.Second}, func(context.Context) error {
+				if running.Load() { // not once the long job has returned
+					stolen.Add(1)
+				}
+				return nil
+			})
 			if err != nil {
 				t.Error(err)
-			}
-			if ran {
-				stolen.Add(1)
 			}
 		}
 	})
 	began := time.Now()
 	ran, err := long.Run(bg, cfg, func(ctx context.Context) error {
+		running.Store(true)
+		defer running.Store(false)
+		close(started)
 		select {
 		case <-ctx.Done():
 			return context.Cause(ctx)
@@ -158,7 +170,9 @@ func TestUnlockStopsKeepAlive(t *testing.T) {
 	table := newTable(t, db)
 	p := New(db, WithTable(table))
 	for i := range 20 {
-		lease, err := p.Lock(bg, Config{Name: uniqueName(t), LockAtMostFor: 50 * time.Millisecond,
+		// Extensions every millisecond, so that Unlock often meets one in
+		// flight; a lease long enough that a loaded machine never loses it.
+		lease, err := p.Lock(bg, Config{Name: uniqueName(t), LockAtMostFor: 5 * time.Second,
 			KeepAlive: time.Millisecond})
 		if err != nil {
 			t.Fatal(err)
