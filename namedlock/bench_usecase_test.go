@@ -16,6 +16,12 @@ package namedlock_test
 //   - fenced-dotx: the same on a Locker WithFencing on the primary pool;
 //   - forupdate: BEGIN; SELECT stock … FOR UPDATE; UPDATE; COMMIT, with no
 //     named lock: what a user would write instead;
+//   - forupdate-plus1: the same with one more statement (SELECT 1) between
+//     the locking read and the UPDATE: a row-lock transaction with exactly
+//     a fenced DoTx's number of statements while the row is held (the mint,
+//     then the read). Not a contender users would pick: it measures what
+//     one statement more on the serial path costs, which bounds fenced DoTx
+//     on a hot key (fenced-dotx/forupdate-plus1 shows what is left).
 //   - ceiling: one UPDATE … SET stock = stock − 1 WHERE id = ? AND stock > 0,
 //     the fastest way to sell from one row (and no lock at all).
 //
@@ -296,9 +302,9 @@ func usecaseWatchdog(b *testing.B) (context.Context, *atomic.Int64, func()) {
 	return parent, finished, stop
 }
 
-// usecaseContenders returns the six contenders, their product ids apart.
+// usecaseContenders returns the seven contenders, their product ids apart.
 func usecaseContenders(uc useCase, insts []*usecaseInstance) []*contender {
-	names := []string{"raw", "do", "dotx", "fenced-dotx", "forupdate", "ceiling"}
+	names := []string{"raw", "do", "dotx", "fenced-dotx", "forupdate", "forupdate-plus1", "ceiling"}
 	cs := make([]*contender, len(names))
 	for i, n := range names {
 		cs[i] = &contender{
@@ -341,12 +347,17 @@ func productsTable(tb testing.TB, db *sql.DB, cs []*contender, products int) str
 // usecaseQ holds the statements of the sections on one products table.
 type usecaseQ struct {
 	read, readForUpdate, write, decrement string
+	// readForUpdatePlus1 is readForUpdate followed, in sellIn, by one more
+	// statement while the row is held.
+	readForUpdatePlus1 string
 }
 
 func usecaseQueries(table string) usecaseQ {
 	return usecaseQ{
 		read:          "SELECT stock FROM " + table + " WHERE id = ?",
 		readForUpdate: "SELECT stock FROM " + table + " WHERE id = ? FOR UPDATE",
+		// The same text with a comment: sellIn tells them apart by it.
+		readForUpdatePlus1: "SELECT stock FROM " + table + " WHERE id = ? FOR UPDATE /* plus1 */",
 		write:         "UPDATE " + table + " SET stock = ? WHERE id = ?",
 		decrement:     "UPDATE " + table + " SET stock = stock - 1 WHERE id = ? AND stock > 0",
 	}
@@ -360,6 +371,12 @@ func (q usecaseQ) sellIn(ctx context.Context, tx *sql.Tx, read string, id int) e
 	}
 	if stock <= 0 {
 		return fmt.Errorf("product %d sold out (stock %d)", id, stock)
+	}
+	if read == q.readForUpdatePlus1 {
+		var one int
+		if err := tx.QueryRowContext(ctx, "SELECT 1").Scan(&one); err != nil {
+			return fmt.Errorf("the extra statement: %w", err)
+		}
 	}
 	if _, err := tx.ExecContext(ctx, q.write, stock-1, id); err != nil {
 		return fmt.Errorf("write stock of %d: %w", id, err)
@@ -420,6 +437,10 @@ func (q usecaseQ) seller(name string, base int, keys []string) func(ctx context.
 	case "forupdate":
 		return func(ctx context.Context, in *usecaseInstance, _, j int) error {
 			return q.sellTx(ctx, in.app, q.readForUpdate, base+j)
+		}
+	case "forupdate-plus1":
+		return func(ctx context.Context, in *usecaseInstance, _, j int) error {
+			return q.sellTx(ctx, in.app, q.readForUpdatePlus1, base+j)
 		}
 	case "ceiling":
 		return func(ctx context.Context, in *usecaseInstance, _, j int) error {
@@ -487,6 +508,24 @@ func reportUseCase(b *testing.B, cs []*contender, ref string, instances int) {
 		}
 		if len(ratios) > 0 {
 			b.ReportMetric(median(ratios), c.name+"/"+ref+"-med")
+		}
+	}
+	if ref == "forupdate" { // fenced DoTx against a row lock with its statement count
+		var f, p *contender
+		for _, c := range cs {
+			switch c.name {
+			case "fenced-dotx":
+				f = c
+			case "forupdate-plus1":
+				p = c
+			}
+		}
+		ratios := make([]float64, 0, len(f.phase.rates))
+		for i := range min(len(f.phase.rates), len(p.phase.rates)) {
+			ratios = append(ratios, f.phase.rates[i]/p.phase.rates[i])
+		}
+		if len(ratios) > 0 {
+			b.ReportMetric(median(ratios), f.name+"/"+p.name+"-med")
 		}
 	}
 	if instances < 2 {
