@@ -13,6 +13,8 @@
 #   BENCH='UseCase' ./bench.sh                   # the use-case benchmarks only
 #   BENCH='UseCaseFlashSale' BENCHTIME=30s ./bench.sh   # rounds deep enough for 256 callers
 #   NAMEDLOCK_BENCH_HANDOFF=64,10ms ./bench.sh   # other handoff bounds
+#   NAMEDLOCK_BENCH_CONTENDERS=fenced-dotx,forupdate,forupdate-plus1 BENCH='UseCaseHotKey' ./bench.sh
+#                                                # only those use-case contenders
 #
 # Extra arguments go to `go test` (e.g. -cpuprofile cpu.out). Timing is never
 # pass/fail: the exit status is go test's.

@@ -42,6 +42,7 @@ import (
 	"database/sql"
 	"fmt"
 	"math/rand/v2"
+	"os"
 	"strconv"
 	"strings"
 	"sync"
@@ -302,17 +303,33 @@ func usecaseWatchdog(b *testing.B) (context.Context, *atomic.Int64, func()) {
 	return parent, finished, stop
 }
 
-// usecaseContenders returns the seven contenders, their product ids apart.
+// benchContendersEnv, when set (a comma-separated list of names, e.g.
+// "fenced-dotx,forupdate,forupdate-plus1"), runs only those contenders: a
+// shorter run when one ratio is under study. The reference contender must
+// be among them.
+const benchContendersEnv = "NAMEDLOCK_BENCH_CONTENDERS"
+
+// usecaseContenders returns the seven contenders (or those named by
+// $NAMEDLOCK_BENCH_CONTENDERS), their product ids apart.
 func usecaseContenders(uc useCase, insts []*usecaseInstance) []*contender {
 	names := []string{"raw", "do", "dotx", "fenced-dotx", "forupdate", "forupdate-plus1", "ceiling"}
-	cs := make([]*contender, len(names))
+	only := map[string]bool{}
+	if v := os.Getenv(benchContendersEnv); v != "" {
+		for _, n := range strings.Split(v, ",") {
+			only[strings.TrimSpace(n)] = true
+		}
+	}
+	cs := make([]*contender, 0, len(names))
 	for i, n := range names {
-		cs[i] = &contender{
+		if len(only) > 0 && !only[n] {
+			continue
+		}
+		cs = append(cs, &contender{
 			name:  n,
 			named: n == "raw" || n == "do" || n == "dotx" || n == "fenced-dotx",
 			base:  (i + 1) * usecaseIDs,
 			per:   make([]atomic.Int64, len(insts)),
-		}
+		})
 	}
 	return cs
 }
@@ -358,8 +375,8 @@ func usecaseQueries(table string) usecaseQ {
 		readForUpdate: "SELECT stock FROM " + table + " WHERE id = ? FOR UPDATE",
 		// The same text with a comment: sellIn tells them apart by it.
 		readForUpdatePlus1: "SELECT stock FROM " + table + " WHERE id = ? FOR UPDATE /* plus1 */",
-		write:         "UPDATE " + table + " SET stock = ? WHERE id = ?",
-		decrement:     "UPDATE " + table + " SET stock = stock - 1 WHERE id = ? AND stock > 0",
+		write:              "UPDATE " + table + " SET stock = ? WHERE id = ?",
+		decrement:          "UPDATE " + table + " SET stock = stock - 1 WHERE id = ? AND stock > 0",
 	}
 }
 
@@ -520,8 +537,8 @@ func reportUseCase(b *testing.B, cs []*contender, ref string, instances int) {
 				p = c
 			}
 		}
-		ratios := make([]float64, 0, len(f.phase.rates))
-		for i := range min(len(f.phase.rates), len(p.phase.rates)) {
+		var ratios []float64
+		for i := 0; f != nil && p != nil && i < min(len(f.phase.rates), len(p.phase.rates)); i++ {
 			ratios = append(ratios, f.phase.rates[i]/p.phase.rates[i])
 		}
 		if len(ratios) > 0 {
