@@ -14,6 +14,7 @@ import (
 	"github.com/jmoiron/sqlx"
 	"go.uber.org/goleak"
 
+	"github.com/namedlock/mysql/internal/flavor"
 	"github.com/namedlock/mysql/internal/testdb"
 	"github.com/namedlock/mysql/namedlock"
 	"github.com/namedlock/mysql/pool"
@@ -142,21 +143,16 @@ func eventually(t testing.TB, d time.Duration, what string, cond func() bool) {
 }
 
 // waitingAtServer reports whether some server session is waiting in
-// GET_LOCK for name (MariaDB: state "User lock", MySQL: "Waiting for user
-// level lock").
+// GET_LOCK for name (flavor.IsLockWait: MariaDB state "User lock", MySQL
+// "Waiting for user level lock", TiDB a running GET_LOCK statement).
 func waitingAtServer(t testing.TB, db *sql.DB, name string) bool {
 	t.Helper()
 	for _, s := range sessions(t, db) {
-		if isLockWait(s.state) && strings.Contains(s.info, name) {
+		if flavor.IsLockWait(s.state, s.info) && strings.Contains(s.info, name) {
 			return true
 		}
 	}
 	return false
-}
-
-// isLockWait reports whether a process-list state is a GET_LOCK wait.
-func isLockWait(state string) bool {
-	return state == "User lock" || state == "Waiting for user level lock"
 }
 
 // sessions returns the server's process list, failing t on error.

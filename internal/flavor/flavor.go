@@ -391,6 +391,30 @@ func IsLockedNowait(err error) bool {
 	return errors.As(err, &me) && me.Number == errNumLockNowait
 }
 
+// Errors that make TryProbe unusable on a server, where tries must use
+// GET_LOCK instead.
+const (
+	errNumTableAccessDenied  = 1142 // ER_TABLEACCESS_DENIED_ERROR
+	errNumColumnAccessDenied = 1143 // ER_COLUMNACCESS_DENIED_ERROR
+	errNumNoSuchTable        = 1146 // ER_NO_SUCH_TABLE
+)
+
+// IsProbeRefused reports whether err is, or wraps, the server's refusal of
+// TryProbe itself, as opposed to an answer about the lock: no privilege on
+// mysql.advisory_locks (error 1142 or 1143; an application's user usually
+// has none), or no such table (1146: a TiDB older than its GET_LOCK).
+func IsProbeRefused(err error) bool {
+	var me *mysql.MySQLError
+	if !errors.As(err, &me) {
+		return false
+	}
+	switch me.Number {
+	case errNumTableAccessDenied, errNumColumnAccessDenied, errNumNoSuchTable:
+		return true
+	}
+	return false
+}
+
 // DefaultMaxTxnTTL is TiDB's default performance.max-txn-ttl: how long a
 // transaction, and so a named lock, may live.
 const DefaultMaxTxnTTL = time.Hour
@@ -423,4 +447,18 @@ func (f Flavor) MaxHold(ctx context.Context, q interface {
 		return DefaultMaxTxnTTL, errors.New("read performance.max-txn-ttl: @@tidb_config has no positive performance.max-txn-ttl")
 	}
 	return time.Duration(ms.Float64 * float64(time.Millisecond)), nil
+}
+
+// IsLockWait reports whether a row of SHOW FULL PROCESSLIST, by its State
+// and Info, is a session waiting in GET_LOCK: MariaDB shows the state
+// "User lock", MySQL "Waiting for user level lock". TiDB shows no such
+// state (a waiter's is "autocommit"), so a row whose statement (Info)
+// calls GET_LOCK counts too: there GET_LOCK waits at least 1 s whenever
+// the lock is held.
+func IsLockWait(state, info string) bool {
+	switch state {
+	case "User lock", "Waiting for user level lock":
+		return true
+	}
+	return strings.Contains(strings.ToUpper(info), "GET_LOCK(")
 }
