@@ -96,6 +96,12 @@ func (f Flavor) FractionalTimeouts() bool { return f == MariaDB }
 // until its timeout, so waits there go in slices of 1 s (WaitArg).
 func (f Flavor) WaitsIgnoreCancel() bool { return f == Embedded || f == TiDB }
 
+// NamesHolder reports whether IS_USED_LOCK(name), run by a session that
+// does not hold the lock, answers the holder's connection id. TiDB answers
+// 1 for a held lock (after waiting 1 s for it) and 0 for a free one, and
+// nothing else there names a named lock's holder.
+func (f Flavor) NamesHolder() bool { return f != TiDB }
+
 // DetectsDeadlocks reports whether the server refuses a GET_LOCK wait that
 // would deadlock with another session's (MySQL error 3058, MariaDB 1213:
 // IsDeadlock). Embedded and TiDB do not: two sessions that wait for each

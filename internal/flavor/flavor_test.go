@@ -511,6 +511,9 @@ func TestTiDBRules(t *testing.T) {
 		if got := tc.f.DetectsDeadlocks(); got != tc.deadlocks {
 			t.Errorf("%v.DetectsDeadlocks() = %v", tc.f, got)
 		}
+		if got := tc.f.NamesHolder(); got == (tc.f == flavor.TiDB) {
+			t.Errorf("%v.NamesHolder() = %v", tc.f, got)
+		}
 		if got := tc.f.TryWaits(); got != tc.tryWaits {
 			t.Errorf("%v.TryWaits() = %v", tc.f, got)
 		}
