@@ -491,6 +491,11 @@ func TestNoStatementLimitOnServer(t *testing.T) {
 	other := map[flavor.Flavor]flavor.Flavor{flavor.MariaDB: flavor.MySQL, flavor.MySQL: flavor.MariaDB, flavor.TiDB: flavor.MariaDB}[s.Flavor]
 	_, err := db.ExecContext(ctx, other.NoStatementLimit())
 	t.Logf("%s: the other kind's %q: %v", s.Name, other.NoStatementLimit(), err)
+	if s.Flavor == flavor.TiDB {
+		// TiDB knows MariaDB's name too (measured: no error); only the
+		// refusal between MySQL and MariaDB matters to pool.Open.
+		return
+	}
 	if !flavor.IsUnknownVariable(err) {
 		t.Errorf("%q on %s = %v, want error 1193", other.NoStatementLimit(), s.Name, err)
 	}
