@@ -12,6 +12,7 @@ import (
 
 	"github.com/namedlock/mysql/internal/flavor"
 	"github.com/namedlock/mysql/internal/lockconn"
+	"github.com/namedlock/mysql/internal/testhook"
 	"github.com/namedlock/mysql/pool"
 )
 
@@ -109,12 +110,34 @@ func (s *server) take(callerCtx, ctx context.Context, key, name string, try bool
 		}
 	}
 	var row [3]sql.NullInt64
+	tctx, cancelTry := callerCtx, context.CancelFunc(func() {})
+	if try && f.TryWaits() {
+		// GET_LOCK(name, 0) waits 1 s there for a held lock: a try is cut
+		// after tryAnswer (the probe found the lock free, but someone took
+		// it since, or the probe is refused).
+		tctx, cancelTry = context.WithTimeout(callerCtx, tryAnswer)
+	}
 	sent := time.Now()
-	known, err := tryLock(callerCtx, conn, p.arg, &row, f.NeedsInterpolation())
+	known, err := tryLock(tctx, conn, p.arg, &row, f.NeedsInterpolation())
+	cut := err != nil && tctx.Err() != nil
+	cancelTry()
 	id := row[1].Int64
 	if flavor.IsRetryLimit(err) {
 		// TiDB gave up retrying its lock under contention: not granted.
 		row[0], err = sql.NullInt64{Valid: true}, nil
+	}
+	if cut && f.TryWaits() {
+		// The first GET_LOCK waited there (1 s for a held lock) and was
+		// cut, by tryAnswer or by ctx: the server may still grant the lock
+		// to this session, so end it, as for any cancelled wait.
+		if id != 0 {
+			s.killer.kill(id)
+		}
+		discardConn(conn)
+		if try && callerCtx.Err() == nil {
+			return nil, heldElsewhere(key, false)
+		}
+		return nil, errCancelledWait{notAcquired(ctx, key, nil)}
 	}
 	if err != nil {
 		discardConn(conn)
@@ -140,6 +163,7 @@ func (s *server) take(callerCtx, ctx context.Context, key, name string, try bool
 	if limit := time.Duration(s.holdLimit.Load()); limit > 0 {
 		p.expiry = sent.Add(limit)
 	}
+	testhook.Granted(name, id)
 	if !known && !s.pooled {
 		if secs := int64((s.lease + time.Second - 1) / time.Second); waitTimeout != secs {
 			if _, err := conn.ExecContext(ctx, "SET SESSION wait_timeout = "+strconv.FormatInt(secs, 10)); err != nil {
@@ -175,6 +199,12 @@ func (s *server) probe(ctx context.Context, conn *sql.Conn, name string) (held b
 	}
 	return held, err
 }
+
+// tryAnswer bounds the GET_LOCK of a try on a server where GET_LOCK(name,
+// 0) waits for a held lock (TiDB: 1 s): an uncontended one answers in a few
+// milliseconds there, so one that has not answered by then waits for a
+// holder.
+const tryAnswer = 100 * time.Millisecond
 
 // holdLimitFor is how long after its GET_LOCK was sent a lock is reported
 // lost on a server that lets it live maxHold (flavor.MaxHold; 0: no
