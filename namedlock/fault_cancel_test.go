@@ -29,6 +29,7 @@ const phantomBound = 1500 * time.Millisecond
 func TestFaultCancelledWaitNoPhantom(t *testing.T) {
 	leakCheck(t)
 	srv := testdb.RequireReal(t)
+	requireKillEndsWaits(t)
 	adm := faultAdmin(t, srv.DSN)
 	a := newInstance(t, srv.DSN)
 	b := newInstance(t, srv.DSN)

@@ -76,9 +76,7 @@ func faultMustKill(t testing.TB, db *sql.DB, id int64) {
 // faultHolder returns the session holding name on the server (IS_USED_LOCK),
 // or 0, without failing the test (usable from any goroutine).
 func faultHolder(ctx context.Context, db *sql.DB, name string) (int64, error) {
-	var id sql.NullInt64
-	err := db.QueryRowContext(ctx, "SELECT IS_USED_LOCK(?)", name).Scan(&id)
-	return id.Int64, err
+	return testdb.HolderOf(ctx, db, name)
 }
 
 // faultWaiters returns the ids of server sessions waiting in GET_LOCK

@@ -73,13 +73,13 @@ func primary(t testing.TB) *sqlx.DB {
 // holderOf returns the connection id holding name on the server, or 0.
 func holderOf(t testing.TB, db *sql.DB, name string) int64 {
 	t.Helper()
-	var id sql.NullInt64
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	if err := db.QueryRowContext(ctx, "SELECT IS_USED_LOCK(?)", name).Scan(&id); err != nil {
+	id, err := testdb.HolderOf(ctx, db, name)
+	if err != nil {
 		t.Fatalf("IS_USED_LOCK(%q): %v", name, err)
 	}
-	return id.Int64
+	return id
 }
 
 // newInstanceWithPool is newInstance with options for the lock pool.
@@ -292,4 +292,32 @@ func counterTable(t testing.TB, db *sqlx.DB, ids ...int) string {
 		}
 	}
 	return name
+}
+
+// requireKillEndsWaits skips t, saying why, on a server where a KILL cannot
+// end a waiting GET_LOCK (TiDB, the embedded server): there a cancelled
+// wait ends with its 1 s slice (TestCancelledWaitLeavesNoWaiter).
+func requireKillEndsWaits(t testing.TB) {
+	t.Helper()
+	if srv := testdb.Get(t); srv.Flavor.WaitsIgnoreCancel() {
+		t.Skipf("%s: a KILL cannot end a waiting GET_LOCK there, and this test counts on it ending at once (cancelled waits end with their 1 s slice: TestCancelledWaitLeavesNoWaiter)", srv.Name)
+	}
+}
+
+// requireDeadlockDetection skips t, saying why, on a server that detects
+// no deadlock between named-lock waits (TiDB, the embedded server).
+func requireDeadlockDetection(t testing.TB) {
+	t.Helper()
+	if srv := testdb.Get(t); !srv.Flavor.DetectsDeadlocks() {
+		t.Skipf("%s detects no deadlock between GET_LOCK waits: crossed waits both wait until their timeouts (TestCrossedWaitsEndByContext)", srv.Name)
+	}
+}
+
+// slice is how long a cancelled wait may linger at the test server: its
+// 1 s slice where a KILL cannot end it, nothing elsewhere.
+func slice(t testing.TB) time.Duration {
+	if testdb.Get(t).Flavor.WaitsIgnoreCancel() {
+		return time.Second
+	}
+	return 0
 }
