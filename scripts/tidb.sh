@@ -85,6 +85,8 @@ start() {
   local pidfile="$CACHE/tidb-$port.pid" logfile="$CACHE/tidb-$port.log"
   log "starting $BIN on 127.0.0.1:$port (status $status, log $logfile)"
   # -path "": unistore in memory (the default path is a directory in /tmp).
+  # Run from the cache: the server writes tidb-slow.log to its directory.
+  cd "$CACHE"
   setsid "$BIN" -store unistore -path "" -host 127.0.0.1 -P "$port" \
     -status "$status" -status-host 127.0.0.1 --log-file "$logfile" \
     </dev/null >>"$CACHE/tidb-$port.stderr" 2>&1 &

@@ -89,6 +89,7 @@ func Start(tb testing.TB, config string) *Server {
 		"-P", strconv.Itoa(port), "-status", strconv.Itoa(status), "-status-host", "127.0.0.1",
 		"-config", cfgPath, "--log-file", logPath)
 	cmd.Stdout, cmd.Stderr = out, out
+	cmd.Dir = dir // where it writes tidb-slow.log
 	// The kernel kills the server if the test binary dies first.
 	cmd.SysProcAttr = childAttr()
 	if err := cmd.Start(); err != nil {
