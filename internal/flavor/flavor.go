@@ -102,6 +102,14 @@ func (f Flavor) WaitsIgnoreCancel() bool { return f == Embedded || f == TiDB }
 // nothing else there names a named lock's holder.
 func (f Flavor) NamesHolder() bool { return f != TiDB }
 
+// SnapshotAtFirstStatement reports whether a repeatable-read transaction
+// reads from a snapshot taken at its first statement even when that
+// statement is a write that waited for a row lock (TiDB: its start
+// timestamp), rather than at its first plain read (InnoDB). A transaction
+// that must read what the holder of a row lock it waited for committed
+// needs READ COMMITTED there.
+func (f Flavor) SnapshotAtFirstStatement() bool { return f == TiDB }
+
 // DetectsDeadlocks reports whether the server refuses a GET_LOCK wait that
 // would deadlock with another session's (MySQL error 3058, MariaDB 1213:
 // IsDeadlock). Embedded and TiDB do not: two sessions that wait for each

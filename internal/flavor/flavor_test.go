@@ -522,6 +522,9 @@ func TestTiDBRules(t *testing.T) {
 		if got := tc.f.TryWaits(); got != tc.tryWaits {
 			t.Errorf("%v.TryWaits() = %v", tc.f, got)
 		}
+		if got := tc.f.SnapshotAtFirstStatement(); got != (tc.f == flavor.TiDB) {
+			t.Errorf("%v.SnapshotAtFirstStatement() = %v", tc.f, got)
+		}
 		if got := tc.f.NeedsInterpolation(); got != tc.interpolation {
 			t.Errorf("%v.NeedsInterpolation() = %v", tc.f, got)
 		}
