@@ -98,8 +98,8 @@ func (f Flavor) WaitsIgnoreCancel() bool { return f == Embedded || f == TiDB }
 
 // NamesHolder reports whether IS_USED_LOCK(name), run by a session that
 // does not hold the lock, answers the holder's connection id. TiDB answers
-// 1 for a held lock (after waiting 1 s for it) and 0 for a free one, and
-// nothing else there names a named lock's holder.
+// 1 for a held lock (after waiting 1 s for it; NULL for a free one, as the
+// others), and nothing else there names a named lock's holder.
 func (f Flavor) NamesHolder() bool { return f != TiDB }
 
 // SnapshotAtFirstStatement reports whether a repeatable-read transaction
