@@ -239,7 +239,7 @@ func TestCancelledWait(t *testing.T) {
 	}
 	// The server polls for a vanished client only every second; the Locker
 	// kills the session, which ends the wait much sooner.
-	eventually(t, 600*time.Millisecond, "the cancelled wait is still waiting at the server", func() bool {
+	eventually(t, 600*time.Millisecond+slice(t), "the cancelled wait is still waiting at the server", func() bool {
 		return !waitingAtServer(t, adm, name)
 	})
 	if st := b.locker.Stats(); st.CancelledWaits != 1 || st.NotAcquired != 1 || st.Waiting != 0 {

@@ -51,6 +51,24 @@
 // the connection. Sub-second deadlines work on MySQL too, where GET_LOCK's
 // timeout is whole seconds: the last partial second is cut by ctx.
 //
+// # TiDB
+//
+// TiDB's GET_LOCK is a pessimistic lock of a transaction that is never
+// committed, and the Locker follows its rules (learned at the first
+// acquisition): a KILL cannot end a wait there, so waits go in slices of
+// 1 s and a cancelled one lingers at the server until its slice ends; error
+// 1105 "pessimistic lock retry limit reached" is a slice that timed out;
+// TiDB detects no deadlocks (take several keys with [Locker.DoMulti]);
+// TryAcquire asks with a NOWAIT probe of mysql.advisory_locks, which needs
+// the SELECT and UPDATE privileges on that table, and otherwise falls back
+// to GET_LOCK(name, 0), which waits 1 s for a held lock; a lock lives at
+// most performance.max-txn-ttl (read from @@tidb_config; 1 h, the default,
+// when it cannot be read), after which TiDB may grant it to another session
+// while the holder's still answers as its owner, so the keep-alive reports
+// it lost before that (a tenth of max-txn-ttl earlier, 1 s to 1 min); a
+// lock pool that sends prepared statements is refused
+// ([ErrNeedsInterpolation]).
+//
 // # Releasing
 //
 // RELEASE_LOCK must answer 1. Any other answer, an error or a timeout

@@ -46,7 +46,17 @@ func (l *Locker) DoTx(ctx context.Context, key string, db *sqlx.DB, opts *sql.Tx
 	if err := l.txArgs("DoTx", db.DB, fn == nil); err != nil {
 		return err
 	}
-	return doTx(l, ctx, key, db.DB, func(ctx context.Context) (*sqlx.Tx, error) { return db.BeginTxx(ctx, opts) }, fn)
+	return doTx(l, ctx, key, db.DB, func(ctx context.Context) (*sqlx.Tx, error) { return db.BeginTxx(ctx, l.txOptions(opts)) }, fn)
+}
+
+// txOptions returns the options DoTx begins with: opts, or, for a fenced
+// DoTx on TiDB asking for the default isolation, READ COMMITTED (see
+// fenceTable.txOptions).
+func (l *Locker) txOptions(opts *sql.TxOptions) *sql.TxOptions {
+	if f := l.cfg.fence; f != nil {
+		return f.txOptions(opts)
+	}
+	return opts
 }
 
 // txArgs checks what DoTx and DoSQLTx (named by call) are given before

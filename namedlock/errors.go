@@ -56,6 +56,14 @@ var (
 	// holds it. The transaction was rolled back. Such an error also matches
 	// ErrNotAcquired.
 	ErrFenceWait = errors.New("namedlock: fence row held by an earlier holder's open transaction")
+	// ErrNeedsInterpolation: on TiDB, the lock pool's driver sends
+	// statements with arguments as server-side prepared statements (a
+	// plain *sql.DB whose DSN lacks interpolateParams=true), under which
+	// TiDB counts a lock's references wrongly, so that a release could
+	// leave the lock held. The acquisition is refused before any GET_LOCK;
+	// such an error also matches ErrNotAcquired. pool.Open always sets
+	// interpolateParams=true.
+	ErrNeedsInterpolation = errors.New("namedlock: the lock pool must interpolate parameters (interpolateParams=true) on this server")
 )
 
 // ErrStaleToken is returned by [CheckFenced] when a fenced write changed

@@ -294,6 +294,7 @@ func TestDoMultiGivesBackOnFailure(t *testing.T) {
 // 3058). Verified here on MariaDB 10.11.
 func TestServerDetectsUserLockDeadlock(t *testing.T) {
 	testdb.RequireReal(t)
+	requireDeadlockDetection(t)
 	t.Parallel()
 	adm := admin(t)
 	ctx := testCtx(t, 20*time.Second)

@@ -15,6 +15,9 @@ import (
 // semantics are tested against real servers in the other tests.
 type fakeServer struct {
 	rtt time.Duration
+	// holdLimit, when set, is each link's expiry after its take (as on
+	// TiDB, where a lock outlives its transaction's max-txn-ttl).
+	holdLimit time.Duration
 
 	mu      sync.Mutex
 	holders map[string]*fakeLink
@@ -32,8 +35,11 @@ func newFakeServer(rtt time.Duration) *fakeServer {
 type fakeLink struct {
 	f      *fakeServer
 	name   string
+	expiry time.Time
 	killed bool // guarded by f.mu
 }
+
+func (ln *fakeLink) expires() time.Time { return ln.expiry }
 
 func (f *fakeServer) close() {}
 
@@ -44,6 +50,9 @@ func (f *fakeServer) take(callerCtx, ctx context.Context, key, name string, try 
 		f.stmts++
 		if f.holders[name] == nil {
 			ln := &fakeLink{f: f, name: name}
+			if f.holdLimit > 0 {
+				ln.expiry = time.Now().Add(f.holdLimit)
+			}
 			f.holders[name] = ln
 			f.takes++
 			f.mu.Unlock()

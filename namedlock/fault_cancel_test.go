@@ -29,6 +29,7 @@ const phantomBound = 1500 * time.Millisecond
 func TestFaultCancelledWaitNoPhantom(t *testing.T) {
 	leakCheck(t)
 	srv := testdb.RequireReal(t)
+	requireKillEndsWaits(t)
 	adm := faultAdmin(t, srv.DSN)
 	a := newInstance(t, srv.DSN)
 	b := newInstance(t, srv.DSN)
@@ -268,7 +269,7 @@ func TestFaultCancelledWaitBurst(t *testing.T) {
 	if open := b.db.Stats().OpenConnections; open > 32 {
 		t.Errorf("%d open connections in a pool of 32", open)
 	}
-	clean, ok := faultPoll(phantomBound, func() bool { return len(faultWaiters(t, adm, base)) == 0 })
+	clean, ok := faultPoll(phantomBound+slice(t), func() bool { return len(faultWaiters(t, adm, base)) == 0 })
 	t.Logf("no session of ours waiting %v after the last caller returned (%d waits cancelled at the server)", clean, st.CancelledWaits)
 	if !ok {
 		t.Errorf("sessions %v still wait %v after the burst", faultWaiters(t, adm, base), clean)

@@ -12,6 +12,7 @@ import (
 
 	"github.com/go-sql-driver/mysql"
 
+	"github.com/namedlock/mysql/internal/flavor"
 	"github.com/namedlock/mysql/internal/testdb"
 	"github.com/namedlock/mysql/keyfmt"
 	"github.com/namedlock/mysql/namedlock"
@@ -75,19 +76,18 @@ func faultMustKill(t testing.TB, db *sql.DB, id int64) {
 // faultHolder returns the session holding name on the server (IS_USED_LOCK),
 // or 0, without failing the test (usable from any goroutine).
 func faultHolder(ctx context.Context, db *sql.DB, name string) (int64, error) {
-	var id sql.NullInt64
-	err := db.QueryRowContext(ctx, "SELECT IS_USED_LOCK(?)", name).Scan(&id)
-	return id.Int64, err
+	return testdb.HolderOf(ctx, db, name)
 }
 
 // faultWaiters returns the ids of server sessions waiting in GET_LOCK
-// (MariaDB state "User lock", MySQL "Waiting for user level lock") for a name
+// (flavor.IsLockWait: MariaDB state "User lock", MySQL "Waiting for user
+// level lock", TiDB a running GET_LOCK statement) for a name
 // that contains pattern.
 func faultWaiters(t testing.TB, db *sql.DB, pattern string) []int64 {
 	t.Helper()
 	var ids []int64
 	for _, s := range sessions(t, db) {
-		if isLockWait(s.state) && strings.Contains(s.info, pattern) {
+		if flavor.IsLockWait(s.state, s.info) && strings.Contains(s.info, pattern) {
 			ids = append(ids, s.id)
 		}
 	}

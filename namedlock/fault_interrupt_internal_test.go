@@ -59,6 +59,8 @@ func TestFaultKilledWaitAnswers(t *testing.T) {
 					return []string{"v", "c"}, tc.version, nil
 				case sqlWaitLock:
 					return []string{"g"}, []driver.Value{nil}, tc.wait
+				case flavor.MaxTxnTTLQuery:
+					return []string{"ttl"}, []driver.Value{float64(3600000)}, nil
 				}
 				return nil, nil, tc.setErr
 			}}
@@ -79,9 +81,14 @@ func TestFaultKilledWaitAnswers(t *testing.T) {
 			if tc.wait != nil && (!errors.As(err, &me) || me != tc.wait) {
 				t.Errorf("take = %v, want the server's error kept", err)
 			}
-			want := []string{sqlTryLock, flavor.VersionQuery, sqlWaitLock}
+			// The kind is learned before the first GET_LOCK (and, on TiDB,
+			// how long a lock may live).
+			want := []string{flavor.VersionQuery, sqlTryLock, sqlWaitLock}
 			if tc.setVar != "" {
 				want = slices.Insert(want, 2, "SET SESSION "+tc.setVar+" = 0")
+			}
+			if tc.version[0] == tidb[0] {
+				want = slices.Insert(want, 1, flavor.MaxTxnTTLQuery)
 			}
 			if got := f.statements(); !slices.Equal(got, want) {
 				t.Errorf("statements %q, want %q", got, want)

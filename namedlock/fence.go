@@ -10,6 +10,8 @@ import (
 
 	"github.com/go-sql-driver/mysql"
 
+	"github.com/namedlock/mysql/internal/flavor"
+
 	"github.com/namedlock/mysql/internal/sqlident"
 )
 
@@ -35,6 +37,10 @@ type fenceTable struct {
 	table    string  // as the caller named it
 	quoted   string  // as statements name it
 	verified atomic.Bool
+	// readCommitted: db is a server (TiDB) whose repeatable-read
+	// transactions read from a snapshot taken at their first statement,
+	// the mint, before it waited for the fence row; learned by verify.
+	readCommitted atomic.Bool
 }
 
 // createStatement is the CREATE TABLE of a fence table: one row per lock
@@ -84,8 +90,30 @@ func (f *fenceTable) verify(ctx context.Context) error {
 	case err != nil:
 		return fail("", "", "check the fence table "+f.quoted+": "+err.Error(), err)
 	}
+	kind, _, err := flavor.Detect(ctx, f.db)
+	if err != nil {
+		return fail("", "", "check the fence table "+f.quoted+": "+err.Error(), err)
+	}
+	f.readCommitted.Store(kind.SnapshotAtFirstStatement())
 	f.verified.Store(true)
 	return nil
+}
+
+// txOptions returns the options a fenced DoTx begins its transaction with:
+// opts, except on a server whose repeatable-read transactions read from a
+// snapshot taken at their first statement (TiDB), where a transaction that
+// asks for the default isolation gets READ COMMITTED: its mint, the first
+// statement, may wait for the fence row until the previous holder's
+// transaction commits, and its reads must see that commit.
+func (f *fenceTable) txOptions(opts *sql.TxOptions) *sql.TxOptions {
+	if !f.readCommitted.Load() || (opts != nil && opts.Isolation != sql.LevelDefault) {
+		return opts
+	}
+	o := sql.TxOptions{Isolation: sql.LevelReadCommitted}
+	if opts != nil {
+		o.ReadOnly = opts.ReadOnly
+	}
+	return &o
 }
 
 // execer runs a statement: a *sql.DB (autocommit) or a transaction.

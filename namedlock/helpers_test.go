@@ -14,6 +14,7 @@ import (
 	"github.com/jmoiron/sqlx"
 	"go.uber.org/goleak"
 
+	"github.com/namedlock/mysql/internal/flavor"
 	"github.com/namedlock/mysql/internal/testdb"
 	"github.com/namedlock/mysql/namedlock"
 	"github.com/namedlock/mysql/pool"
@@ -72,13 +73,13 @@ func primary(t testing.TB) *sqlx.DB {
 // holderOf returns the connection id holding name on the server, or 0.
 func holderOf(t testing.TB, db *sql.DB, name string) int64 {
 	t.Helper()
-	var id sql.NullInt64
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	if err := db.QueryRowContext(ctx, "SELECT IS_USED_LOCK(?)", name).Scan(&id); err != nil {
+	id, err := testdb.HolderOf(ctx, db, name)
+	if err != nil {
 		t.Fatalf("IS_USED_LOCK(%q): %v", name, err)
 	}
-	return id.Int64
+	return id
 }
 
 // newInstanceWithPool is newInstance with options for the lock pool.
@@ -142,21 +143,16 @@ func eventually(t testing.TB, d time.Duration, what string, cond func() bool) {
 }
 
 // waitingAtServer reports whether some server session is waiting in
-// GET_LOCK for name (MariaDB: state "User lock", MySQL: "Waiting for user
-// level lock").
+// GET_LOCK for name (flavor.IsLockWait: MariaDB state "User lock", MySQL
+// "Waiting for user level lock", TiDB a running GET_LOCK statement).
 func waitingAtServer(t testing.TB, db *sql.DB, name string) bool {
 	t.Helper()
 	for _, s := range sessions(t, db) {
-		if isLockWait(s.state) && strings.Contains(s.info, name) {
+		if flavor.IsLockWait(s.state, s.info) && strings.Contains(s.info, name) {
 			return true
 		}
 	}
 	return false
-}
-
-// isLockWait reports whether a process-list state is a GET_LOCK wait.
-func isLockWait(state string) bool {
-	return state == "User lock" || state == "Waiting for user level lock"
 }
 
 // sessions returns the server's process list, failing t on error.
@@ -296,4 +292,32 @@ func counterTable(t testing.TB, db *sqlx.DB, ids ...int) string {
 		}
 	}
 	return name
+}
+
+// requireKillEndsWaits skips t, saying why, on a server where a KILL cannot
+// end a waiting GET_LOCK (TiDB, the embedded server): there a cancelled
+// wait ends with its 1 s slice (TestCancelledWaitLeavesNoWaiter).
+func requireKillEndsWaits(t testing.TB) {
+	t.Helper()
+	if srv := testdb.Get(t); srv.Flavor.WaitsIgnoreCancel() {
+		t.Skipf("%s: a KILL cannot end a waiting GET_LOCK there, and this test counts on it ending at once (cancelled waits end with their 1 s slice: TestCancelledWaitLeavesNoWaiter)", srv.Name)
+	}
+}
+
+// requireDeadlockDetection skips t, saying why, on a server that detects
+// no deadlock between named-lock waits (TiDB, the embedded server).
+func requireDeadlockDetection(t testing.TB) {
+	t.Helper()
+	if srv := testdb.Get(t); !srv.Flavor.DetectsDeadlocks() {
+		t.Skipf("%s detects no deadlock between GET_LOCK waits: crossed waits both wait until their timeouts (TestCrossedWaitsEndByContext)", srv.Name)
+	}
+}
+
+// slice is how long a cancelled wait may linger at the test server: its
+// 1 s slice where a KILL cannot end it, nothing elsewhere.
+func slice(t testing.TB) time.Duration {
+	if testdb.Get(t).Flavor.WaitsIgnoreCancel() {
+		return time.Second
+	}
+	return 0
 }

@@ -85,6 +85,14 @@ func (k *keeper) tick(now time.Time, held []*session) bool {
 	}
 	k.kicked = false
 	for _, s := range held {
+		if !s.expires.IsZero() && !now.Before(s.expires) {
+			if !s.expiring {
+				s.expiring = true
+				k.wg.Add(1)
+				go k.expire(s)
+			}
+			continue
+		}
 		if s.checking || now.Before(s.nextCheck) {
 			continue
 		}
@@ -99,6 +107,17 @@ func (k *keeper) stopped() {
 	k.mu.Lock()
 	k.running = false
 	k.mu.Unlock()
+}
+
+// expire reports s lost because it is past its expiry: the server may give
+// the lock to another session from a margin later on, while an ownership
+// check would still answer that s holds it (TiDB past its max-txn-ttl).
+// The holder is told first, then the link is discarded.
+func (k *keeper) expire(s *session) {
+	defer k.wg.Done()
+	loss := lost("held longer than the server keeps a lock alive (TiDB: performance.max-txn-ttl, less a margin), after which it may grant it to another session", nil)
+	k.lost(s, loss)
+	s.abandon(loss)
 }
 
 // checkOne runs one keep-alive check of s and schedules the next.

@@ -376,3 +376,65 @@ func TestOrderingCancelledWaiter(t *testing.T) {
 		}
 	})
 }
+
+// TestOrderingExpiryReportedLost: on a server that lets a lock live only so
+// long (TiDB's max-txn-ttl; here the fake's hold limit of 5 s), a lock held
+// past its expiry is reported lost at the expiry — Done closes, Err and
+// Release match ErrLockLost, Do's fn sees its ctx cancelled with the loss —
+// although every ownership check still answers that it is held; its session
+// is then discarded (the server frees it), and no handoff reaches past it.
+func TestOrderingExpiryReportedLost(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		l, f := fakeLocker(t)
+		f.holdLimit = 5 * time.Second
+		ctx := context.Background()
+		start := time.Now()
+		k, err := l.Acquire(ctx, "k")
+		if err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case <-k.Done():
+			t.Fatalf("lost after %v, before its expiry", time.Since(start))
+		case <-time.After(4900 * time.Millisecond):
+		}
+		select {
+		case <-k.Done():
+		case <-time.After(10 * time.Second):
+			t.Fatal("not reported lost 10 s after the acquisition, with an expiry at 5 s")
+		}
+		took := time.Since(start)
+		if took > 5*time.Second+tickFor(DefaultKeepAlive)+time.Second {
+			t.Errorf("reported lost %v after the acquisition, want within a keep-alive tick of 5 s", took)
+		}
+		if !errors.Is(k.Err(), ErrLockLost) || !errors.Is(k.Release(ctx), ErrLockLost) {
+			t.Errorf("Err = %v, want ErrLockLost", k.Err())
+		}
+		synctest.Wait()
+		f.mu.Lock()
+		held := f.holders["k"] != nil
+		f.mu.Unlock()
+		if held {
+			t.Error("the expired session still holds the lock at the fake server: its link was not discarded")
+		}
+		if got := l.Stats().Lost; got != 1 {
+			t.Errorf("Stats.Lost = %d, want 1", got)
+		}
+
+		// Do: fn's ctx ends with the loss; Do reports it.
+		start = time.Now()
+		err = l.Do(ctx, "k", func(ctx context.Context) error {
+			<-ctx.Done()
+			if !errors.Is(context.Cause(ctx), ErrLockLost) {
+				t.Errorf("fn's ctx cause = %v, want ErrLockLost", context.Cause(ctx))
+			}
+			return nil
+		})
+		if !errors.Is(err, ErrLockLost) {
+			t.Errorf("Do = %v, want ErrLockLost", err)
+		}
+		if took := time.Since(start); took < 5*time.Second-time.Millisecond || took > 7*time.Second {
+			t.Errorf("Do's fn was cancelled after %v, want about 5 s", took)
+		}
+	})
+}

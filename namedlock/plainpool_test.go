@@ -7,6 +7,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/go-sql-driver/mysql"
+
+	"github.com/namedlock/mysql/internal/flavor"
 	"github.com/namedlock/mysql/internal/testdb"
 	"github.com/namedlock/mysql/namedlock"
 	"github.com/namedlock/mysql/pool"
@@ -29,6 +32,10 @@ func TestPlainPool(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = l.Close() })
+	if srv := testdb.Get(t); srv.Flavor.NeedsInterpolation() {
+		testPlainPoolRefused(t, l, srv)
+		return
+	}
 	other := newInstance(t, "")
 	adm := admin(t)
 	key := uniqueKey(t, "k")
@@ -81,6 +88,44 @@ func TestPlainPool(t *testing.T) {
 	}
 }
 
+// testPlainPoolRefused: on a server where prepared GET_LOCK statements
+// miscount the lock's references (TiDB), a plain pool l without
+// interpolateParams is refused at its first acquisition, before any
+// GET_LOCK, with ErrNeedsInterpolation (and ErrNotAcquired); the same pool
+// with interpolateParams=true in its DSN takes and releases locks.
+func testPlainPoolRefused(t *testing.T, l *namedlock.Locker, srv *testdb.Server) {
+	ctx := testCtx(t, 20*time.Second)
+	key := uniqueKey(t, "k")
+	err := l.Do(ctx, key, func(context.Context) error { t.Error("fn ran"); return nil })
+	t.Logf("%s, plain pool without interpolateParams: %v", srv.Name, err)
+	if !errors.Is(err, namedlock.ErrNeedsInterpolation) || !errors.Is(err, namedlock.ErrNotAcquired) {
+		t.Fatalf("Do = %v, want ErrNeedsInterpolation and ErrNotAcquired", err)
+	}
+	if id := holderOf(t, admin(t), key); id != 0 {
+		t.Errorf("IS_USED_LOCK = %d after the refusal, want 0 or NULL: a GET_LOCK was sent", id)
+	}
+	cfg, err := mysql.ParseDSN(srv.DSN)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.InterpolateParams = true
+	db, err := sql.Open("mysql", cfg.FormatDSN())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = db.Close() })
+	li, err := namedlock.NewLocker(db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = li.Close() })
+	for i := range 3 {
+		if err := li.Do(ctx, key, func(context.Context) error { return nil }); err != nil {
+			t.Fatalf("Do #%d on the interpolating plain pool: %v", i+1, err)
+		}
+	}
+}
+
 // preparedWaits counts server sessions waiting in a GET_LOCK sent as a
 // prepared statement, whose process-list entry shows "?" instead of the
 // name (a pool without interpolateParams). Only such pools send it.
@@ -88,7 +133,7 @@ func preparedWaits(t testing.TB, db *sql.DB) int {
 	t.Helper()
 	n := 0
 	for _, s := range sessions(t, db) {
-		if isLockWait(s.state) && s.info == "SELECT GET_LOCK(?, ?)" {
+		if flavor.IsLockWait(s.state, s.info) && s.info == "SELECT GET_LOCK(?, ?)" {
 			n++
 		}
 	}

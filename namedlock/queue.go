@@ -78,12 +78,13 @@ func (q *queue) hold(k *Lock, s *session) {
 }
 
 // mayHandOff reports whether q's session may pass to one more local caller
-// without going back to the server: within the handoff bounds of cfg, and
-// neither lost nor closing.
+// without going back to the server: within the handoff bounds of cfg,
+// neither lost nor closing, and not past its expiry.
 func (q *queue) mayHandOff(cfg *config, closing bool) bool {
 	s := q.sess
 	return s != nil && !closing && !s.lost && s.handoffs < cfg.maxHandoffs &&
-		time.Since(s.acquiredAt) < cfg.maxHandoffTime
+		time.Since(s.acquiredAt) < cfg.maxHandoffTime &&
+		(s.expires.IsZero() || time.Now().Before(s.expires))
 }
 
 // handOff passes the held server lock to the first waiter as next, which

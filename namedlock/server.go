@@ -12,6 +12,7 @@ import (
 
 	"github.com/namedlock/mysql/internal/flavor"
 	"github.com/namedlock/mysql/internal/lockconn"
+	"github.com/namedlock/mysql/internal/testhook"
 	"github.com/namedlock/mysql/pool"
 )
 
@@ -59,8 +60,17 @@ type server struct {
 	// pool.Open was given ([pool.WithLease]), or [pool.DefaultLease] for any
 	// other pool, whose connections get it by a SET SESSION the first time.
 	lease  time.Duration
-	flavor atomic.Int32 // flavor.Flavor, learned at the first wait
-	killer killer       // ends the server sessions of cancelled waits
+	flavor atomic.Int32 // flavor.Flavor, learned at the first acquisition
+	// holdLimit (a time.Duration, set before flavor) is how long after its
+	// GET_LOCK was sent a lock is reported lost, on a server that lets a
+	// lock live only so long (TiDB: holdLimitFor its max-txn-ttl); 0: no
+	// limit.
+	holdLimit atomic.Int64
+	// noProbe: TiDB refused the fast try's probe (TryProbe: no privilege
+	// on mysql.advisory_locks); tries use GET_LOCK(name, 0), which waits
+	// 1 s there for a held lock.
+	noProbe atomic.Bool
+	killer  killer // ends the server sessions of cancelled waits
 }
 
 func newServer(db *sql.DB) *server {
@@ -82,12 +92,58 @@ func (s *server) take(callerCtx, ctx context.Context, key, name string, try bool
 		}
 		return nil, fail(key, "", "no connection from the lock pool: "+err.Error(), err)
 	}
-	p := &pinned{conn: conn, name: name, arg: name}
-	var row [3]sql.NullInt64
-	known, err := tryLock(callerCtx, conn, p.arg, &row)
-	id := row[1].Int64
+	f, err := s.detect(ctx, conn)
 	if err != nil {
 		discardConn(conn)
+		return nil, s.getLockError(ctx, key, err)
+	}
+	p := &pinned{conn: conn, name: name, arg: name}
+	if try && f.TryWaits() && !s.noProbe.Load() {
+		held, err := s.probe(callerCtx, conn, name)
+		if err != nil {
+			discardConn(conn)
+			return nil, s.getLockError(ctx, key, err)
+		}
+		if held {
+			_ = conn.Close()
+			return nil, heldElsewhere(key, false)
+		}
+	}
+	var row [3]sql.NullInt64
+	tctx, cancelTry := callerCtx, context.CancelFunc(func() {})
+	if try && f.TryWaits() {
+		// GET_LOCK(name, 0) waits 1 s there for a held lock: a try is cut
+		// after tryAnswer (the probe found the lock free, but someone took
+		// it since, or the probe is refused).
+		tctx, cancelTry = context.WithTimeout(callerCtx, tryAnswer)
+	}
+	sent := time.Now()
+	known, err := tryLock(tctx, conn, p.arg, &row, f.NeedsInterpolation())
+	cut := err != nil && tctx.Err() != nil
+	cancelTry()
+	id := row[1].Int64
+	if flavor.IsRetryLimit(err) {
+		// TiDB gave up retrying its lock under contention: not granted.
+		row[0], err = sql.NullInt64{Valid: true}, nil
+	}
+	if cut && f.TryWaits() {
+		// The first GET_LOCK waited there (1 s for a held lock) and was
+		// cut, by tryAnswer or by ctx: the server may still grant the lock
+		// to this session, so end it, as for any cancelled wait.
+		if id != 0 {
+			s.killer.kill(id)
+		}
+		discardConn(conn)
+		if try && callerCtx.Err() == nil {
+			return nil, heldElsewhere(key, false)
+		}
+		return nil, errCancelledWait{notAcquired(ctx, key, nil)}
+	}
+	if err != nil {
+		discardConn(conn)
+		if errors.Is(err, errPrepared) {
+			return nil, fail(key, "not acquired", "on "+f.String()+" the lock pool must set interpolateParams=true (pool.Open does): server-side prepared GET_LOCK statements miscount the lock's references", ErrNeedsInterpolation, ErrNotAcquired)
+		}
 		return nil, s.getLockError(ctx, key, err)
 	}
 	got, waitTimeout := row[0], row[2].Int64
@@ -100,10 +156,14 @@ func (s *server) take(callerCtx, ctx context.Context, key, name string, try bool
 			_ = conn.Close()
 			return nil, heldElsewhere(key, false)
 		}
-		if err := s.wait(ctx, conn, key, name, id); err != nil {
+		if sent, err = s.wait(ctx, conn, f, key, name, id); err != nil {
 			return nil, err
 		}
 	}
+	if limit := time.Duration(s.holdLimit.Load()); limit > 0 {
+		p.expiry = sent.Add(limit)
+	}
+	testhook.Granted(name, id)
 	if !known && !s.pooled {
 		if secs := int64((s.lease + time.Second - 1) / time.Second); waitTimeout != secs {
 			if _, err := conn.ExecContext(ctx, "SET SESSION wait_timeout = "+strconv.FormatInt(secs, 10)); err != nil {
@@ -115,15 +175,66 @@ func (s *server) take(callerCtx, ctx context.Context, key, name string, try bool
 	return p, nil
 }
 
+// probe asks TiDB, without waiting, whether another session holds name
+// (flavor.TryProbe, in a transaction of its own on conn, always rolled
+// back). When the server refuses the probe (no privilege on
+// mysql.advisory_locks), it remembers that tries must use GET_LOCK and
+// answers held=false. An error leaves conn in an unknown state.
+func (s *server) probe(ctx context.Context, conn *sql.Conn, name string) (held bool, err error) {
+	if _, err := conn.ExecContext(ctx, flavor.TryProbeBegin); err != nil {
+		return false, err
+	}
+	var n [1]sql.NullInt64
+	_, err = queryInts(ctx, conn, time.Time{}, n[:], flavor.TryProbe, flavor.TryProbeName(name))
+	_, rerr := conn.ExecContext(ctx, flavor.TryProbeEnd)
+	switch {
+	case flavor.IsLockedNowait(err):
+		held, err = true, nil
+	case flavor.IsProbeRefused(err):
+		s.noProbe.Store(true)
+		err = nil
+	}
+	if err == nil {
+		err = rerr
+	}
+	return held, err
+}
+
+// tryAnswer bounds the GET_LOCK of a try on a server where GET_LOCK(name,
+// 0) waits for a held lock (TiDB: 1 s): an uncontended one answers in a few
+// milliseconds there, so one that has not answered by then waits for a
+// holder.
+const tryAnswer = 100 * time.Millisecond
+
+// holdLimitFor is how long after its GET_LOCK was sent a lock is reported
+// lost on a server that lets it live maxHold (flavor.MaxHold; 0: no
+// limit): maxHold less a margin of a tenth of it, at least 1 s and at most
+// 1 min, and at most half of maxHold. The margin covers the keep-alive's
+// tick (at most 250 ms) and the difference between the clocks that count
+// (ours, and the one of the server's transaction).
+func holdLimitFor(maxHold time.Duration) time.Duration {
+	if maxHold <= 0 {
+		return 0
+	}
+	margin := min(max(maxHold/10, time.Second), time.Minute, maxHold/2)
+	return maxHold - margin
+}
+
+// errPrepared: the driver would run GET_LOCK as a server-side prepared
+// statement on a server that miscounts it (flavor.NeedsInterpolation).
+var errPrepared = errors.New("namedlock: prepared GET_LOCK refused")
+
 // tryLock runs the first GET_LOCK of an acquisition, which never waits, on
 // conn, in one round trip and one [sql.Conn.Raw]: GET_LOCK alone on a
 // connection of pool.Open whose session id is known (lockconn.Conn), and
 // otherwise sqlTryLock, which also answers the session id (then recorded on
 // a lockconn.Conn) and wait_timeout. row receives GET_LOCK's answer, the
 // session id and, when not known, wait_timeout; known reports that the
-// connection's lease needs no look.
-func tryLock(ctx context.Context, conn *sql.Conn, arg any, row *[3]sql.NullInt64) (known bool, err error) {
-	direct := false
+// connection's lease needs no look. direct: the server must not get it as
+// a prepared statement (flavor.NeedsInterpolation); errPrepared when the
+// driver would prepare it.
+func tryLock(ctx context.Context, conn *sql.Conn, arg any, row *[3]sql.NullInt64, direct bool) (known bool, err error) {
+	ran := false
 	err = conn.Raw(func(dc any) error {
 		q, ok := dc.(driver.QueryerContext)
 		if !ok {
@@ -133,32 +244,34 @@ func tryLock(ctx context.Context, conn *sql.Conn, arg any, row *[3]sql.NullInt64
 		if lc != nil && lc.SessionID() != 0 {
 			known = true
 			row[1] = sql.NullInt64{Int64: lc.SessionID(), Valid: true}
-			direct, err = queryDirect(ctx, q, row[:1], sqlTryLockKnown, []any{arg})
+			ran, err = queryDirect(ctx, q, row[:1], sqlTryLockKnown, []any{arg})
 		} else {
-			direct, err = queryDirect(ctx, q, row[:], sqlTryLock, []any{arg})
-			if direct && err == nil && lc != nil {
+			ran, err = queryDirect(ctx, q, row[:], sqlTryLock, []any{arg})
+			if ran && err == nil && lc != nil {
 				lc.SetSessionID(row[1].Int64) // one server session for the connection's life
 				known = true
 			}
 		}
 		return err
 	})
-	if !direct && err == nil {
+	if !ran && err == nil && direct {
+		return false, errPrepared
+	}
+	if !ran && err == nil {
 		known = false
 		err = queryViaSQL(ctx, conn, time.Time{}, row[:], sqlTryLock, []any{arg})
 	}
 	return known, err
 }
 
-// wait blocks in GET_LOCK on conn until the lock is granted (nil), the
+// wait blocks in GET_LOCK on conn, on a server of kind f, until the lock
+// is granted (nil, and when the GET_LOCK that got it was sent), the
 // server's timeout for ctx's deadline passes, or ctx ends. On failure conn
-// is closed; when ctx ended mid-wait, the session is killed as well.
-func (s *server) wait(ctx context.Context, conn *sql.Conn, key, name string, id int64) error {
-	f, err := s.detect(ctx, conn)
-	if err != nil {
-		discardConn(conn)
-		return s.getLockError(ctx, key, err)
-	}
+// is closed; when ctx ended mid-wait, the session is killed as well (id 0:
+// not known). On a server whose waits ignore cancellation (Embedded, TiDB)
+// the wait goes in slices of 1 s (flavor.WaitArg), so that a wait given up
+// on lingers there at most a slice.
+func (s *server) wait(ctx context.Context, conn *sql.Conn, f flavor.Flavor, key, name string, id int64) (time.Time, error) {
 	if !s.pooled {
 		// pool.Open switched the server's statement time limit off in its
 		// sessions; this pool's may still have one, which would end the
@@ -166,7 +279,7 @@ func (s *server) wait(ctx context.Context, conn *sql.Conn, key, name string, id 
 		if stmt := f.NoStatementLimit(); stmt != "" {
 			if _, err := conn.ExecContext(ctx, stmt); err != nil && !flavor.IsUnknownVariable(err) {
 				discardConn(conn)
-				return s.getLockError(ctx, key, err)
+				return time.Time{}, s.getLockError(ctx, key, err)
 			}
 		}
 	}
@@ -179,7 +292,7 @@ func (s *server) wait(ctx context.Context, conn *sql.Conn, key, name string, id 
 			// fired yet; wait for it (it is due) so that the error matches
 			// ctx.Err() (context.DeadlineExceeded), as documented.
 			<-ctx.Done()
-			return notAcquired(ctx, key, nil)
+			return time.Time{}, notAcquired(ctx, key, nil)
 		}
 		timeout, hard := f.WaitArg(left, hasDeadline)
 		wctx, cancel := ctx, context.CancelFunc(func() {})
@@ -187,6 +300,7 @@ func (s *server) wait(ctx context.Context, conn *sql.Conn, key, name string, id 
 			wctx, cancel = graceContext(ctx)
 		}
 		var answer [1]sql.NullInt64
+		sent := time.Now()
 		_, err := queryInts(wctx, conn, time.Time{}, answer[:], sqlWaitLock, name, timeout)
 		// Looked at before cancel, which ends wctx: an error of the server's
 		// own (a deadlock, a KILL QUERY) is not a cancelled wait.
@@ -197,19 +311,25 @@ func (s *server) wait(ctx context.Context, conn *sql.Conn, key, name string, id 
 		case cancelled:
 			// The driver closed the socket; the server session may still
 			// be waiting, or may just have been granted the lock. End it.
-			s.killer.kill(id)
+			if id != 0 {
+				s.killer.kill(id)
+			}
 			discardConn(conn)
-			return errCancelledWait{notAcquired(ctx, key, nil)}
+			return time.Time{}, errCancelledWait{notAcquired(ctx, key, nil)}
+		case flavor.IsRetryLimit(err):
+			// TiDB gave up retrying its lock under contention before the
+			// slice's timeout: as if it had timed out.
+			continue
 		case err != nil:
 			discardConn(conn)
-			return s.getLockError(ctx, key, err)
+			return time.Time{}, s.getLockError(ctx, key, err)
 		case !got.Valid:
 			// MariaDB answers NULL to a wait ended by KILL QUERY or by
 			// the session's max_statement_time.
 			discardConn(conn)
-			return fail(key, "not acquired", waitKilled+" (GET_LOCK answered NULL)", ErrNotAcquired)
+			return time.Time{}, fail(key, "not acquired", waitKilled+" (GET_LOCK answered NULL)", ErrNotAcquired)
 		case got.Int64 == 1:
-			return nil
+			return sent, nil
 		}
 		// 0: the server's timeout passed; loop to renew or to report it.
 	}
@@ -221,7 +341,10 @@ type errCancelledWait struct{ error }
 
 func (e errCancelledWait) Unwrap() error { return e.error }
 
-// detect learns, once per server, which kind of server it is.
+// detect learns, once per server (at the first acquisition: one round
+// trip, two on TiDB), which kind of server it is and how long it lets a
+// lock live (flavor.MaxHold; on TiDB, if its max-txn-ttl cannot be read,
+// the default of 1 h is assumed).
 func (s *server) detect(ctx context.Context, conn *sql.Conn) (flavor.Flavor, error) {
 	if f := flavor.Flavor(s.flavor.Load()); f != flavor.Unknown {
 		return f, nil
@@ -230,6 +353,11 @@ func (s *server) detect(ctx context.Context, conn *sql.Conn) (flavor.Flavor, err
 	if err != nil {
 		return flavor.Unknown, err
 	}
+	maxHold, err := f.MaxHold(ctx, conn)
+	if err != nil && ctx.Err() != nil {
+		return flavor.Unknown, err
+	}
+	s.holdLimit.Store(int64(holdLimitFor(maxHold)))
 	s.flavor.Store(int32(f))
 	return f, nil
 }
@@ -290,10 +418,13 @@ func graceContext(parent context.Context) (context.Context, context.CancelFunc) 
 // pinned is the real link: a connection of the lock pool, pinned by
 // [sql.Conn], whose session holds the lock name.
 type pinned struct {
-	conn *sql.Conn
-	name string
-	arg  any // name as a statement argument, converted once
+	conn   *sql.Conn
+	name   string
+	arg    any       // name as a statement argument, converted once
+	expiry time.Time // see link.expires; zero: none
 }
+
+func (p *pinned) expires() time.Time { return p.expiry }
 
 func (p *pinned) owns(ctx context.Context, deadline time.Time) (bool, error) {
 	var answer [1]sql.NullInt64

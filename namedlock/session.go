@@ -15,6 +15,10 @@ import (
 type session struct {
 	name string
 	link link
+	// expires is when the server may give the lock to another session
+	// whatever this one does, less a margin (link.expires); zero: never.
+	// The keep-alive reports the lock lost then. Set once, at creation.
+	expires time.Time
 
 	// The statements on link run one at a time: a statement runs while its
 	// caller holds the turn (busy, taken and given back under turnMu and
@@ -45,6 +49,7 @@ type session struct {
 	// Guarded by keeper.mu.
 	nextCheck time.Time // when the keep-alive checks it next
 	checking  bool      // a keep-alive check is in flight
+	expiring  bool      // the keep-alive found it past expires
 }
 
 // link is one pinned server connection holding one named lock. A session
@@ -61,11 +66,16 @@ type link interface {
 	// discard closes the connection so that it is never reused: the server
 	// frees its locks when it sees the session end.
 	discard()
+	// expires returns when the server may grant the lock to another
+	// session although this one still holds it and answers as its owner
+	// (TiDB, past its max-txn-ttl), less a margin; zero when the server
+	// never does that.
+	expires() time.Time
 }
 
 // newSession returns the session of name held on link.
 func newSession(name string, ln link) *session {
-	s := &session{name: name, link: ln}
+	s := &session{name: name, link: ln, expires: ln.expires()}
 	s.turnFree.L = &s.turnMu
 	return s
 }
@@ -146,6 +156,20 @@ func (s *session) check(bg context.Context, timeout time.Duration, since time.Ti
 	s.gone, s.lostErr = true, loss
 	s.link.discard()
 	return loss
+}
+
+// abandon discards the link of a session found lost without a statement
+// (past its expiry), once any statement in flight has ended; loss is what
+// later checks and releases report. A session already gone is left as it
+// is.
+func (s *session) abandon(loss error) {
+	s.takeTurn()
+	defer s.endTurn()
+	if s.gone {
+		return
+	}
+	s.gone, s.lostErr = true, loss
+	s.link.discard()
 }
 
 // prove makes sure that the session held its lock at some moment after

@@ -13,6 +13,7 @@ import (
 
 	"github.com/go-sql-driver/mysql"
 
+	"github.com/namedlock/mysql/internal/flavor"
 	"github.com/namedlock/mysql/internal/lockconn"
 	"github.com/namedlock/mysql/internal/testdb"
 	"github.com/namedlock/mysql/pool"
@@ -71,6 +72,9 @@ func prepares(t *testing.T, ctx context.Context, c *sql.Conn) int {
 // prepare, which shows the check can fail.
 func TestOpenInterpolatesParams(t *testing.T) {
 	t.Parallel()
+	if srv := testdb.Get(t); srv.Flavor == flavor.TiDB {
+		t.Skipf("%s has no Com_stmt_prepare status variable to count server-side prepares (namedlock's TestPlainPool shows a pool without interpolateParams refused there)", srv.Name)
+	}
 	dsn := withParams(t, testdb.Get(t).DSN, nil, func(c *mysql.Config) { c.InterpolateParams = false })
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()

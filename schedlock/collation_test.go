@@ -2,6 +2,7 @@ package schedlock
 
 import (
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -44,6 +45,10 @@ func TestNameCollation(t *testing.T) {
 	}
 
 	table := newTable(t, db)
+	if srv.Flavor == flavor.TiDB && strings.HasSuffix(collation, "_bin") {
+		t.Logf("%s, database collation %s: \"Job\" and \"job\" are one job: %v", srv.Name, collation, same(table, "Job", "job"))
+		t.Skipf("%s: the database's collation is %s, under which job names are case- and accent-sensitive (the README says so); this test is about case-insensitive collations", srv.Name, collation)
+	}
 	for _, tc := range [][2]string{{"Job", "job"}, {"cafe", "café"}} {
 		if !same(table, tc[0], tc[1]) {
 			t.Errorf("database collation %s: %q and %q are two jobs, want one", collation, tc[0], tc[1])

@@ -147,7 +147,7 @@ func TestBadTables(t *testing.T) {
 	t.Run("wrong columns", func(t *testing.T) {
 		table := uniqueName(t)
 		dropLater(t, db, table)
-		if _, err := db.Exec("CREATE TABLE `" + table + "` (id INT PRIMARY KEY, until DATETIME)"); err != nil {
+		if _, err := db.Exec("CREATE TABLE `" + table + "` (id INT PRIMARY KEY, `until` DATETIME)"); err != nil {
 			t.Fatal(err)
 		}
 		ran, err := New(db, WithTable(table)).Run(bg, cfg, noop)

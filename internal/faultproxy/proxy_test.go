@@ -91,8 +91,12 @@ func TestBlackholeKeepsServerSession(t *testing.T) {
 
 	p.Blackhole(t)
 	time.Sleep(300 * time.Millisecond)
-	if v := must(t, direct, "SELECT IS_USED_LOCK(?)", name); v.String != id {
-		t.Fatalf("IS_USED_LOCK = %v, want %s (the blackholed session)", v, id)
+	want := id
+	if !s.Flavor.NamesHolder() {
+		want = "1" // TiDB: held, by a session it does not name
+	}
+	if v := must(t, direct, "SELECT IS_USED_LOCK(?)", name); v.String != want {
+		t.Fatalf("IS_USED_LOCK = %v, want %s (held by the blackholed session %s)", v, want, id)
 	}
 	p.Heal(t) // closes the blackholed connection on both sides
 	eventually(t, 5*time.Second, "released after Heal", func() bool {

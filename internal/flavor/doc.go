@@ -3,7 +3,8 @@
 // takes a GET_LOCK timeout (WaitArg), how it reports a deadlock (IsDeadlock)
 // or a wait it ended itself (IsWaitKilled), which session variable limits
 // how long a statement, a GET_LOCK wait included, may run
-// (StatementTimeVar, NoStatementLimit), and which topologies make its named
+// (StatementTimeVar, NoStatementLimit), how long a lock may live at all
+// (MaxHold), and which topologies make its named
 // locks untrustworthy (CheckTopology: Galera, Group Replication in
 // multi-primary mode).
 //
@@ -24,11 +25,19 @@
 //     internal/embedded runs one in-process): whole seconds; a wait ignores
 //     disconnect and KILL and ends only at its timeout or when the lock is
 //     granted; no deadlock detection.
-//   - TiDB (VERSION() contains "TiDB"): treated like MySQL for timeouts. What
-//     was measured on it: the timeout is clamped to 1–3600 s (0 waits 1 s), a
-//     KILL does not end a wait, and there is no deadlock detection.
-//     WaitsIgnoreCancel is still false for it: what a client's disconnect
-//     does to its wait was not measured.
+//   - TiDB (VERSION() contains "TiDB"; measured on a TiDB build, unistore):
+//     GET_LOCK is a pessimistic lock on a row of mysql.advisory_locks held
+//     by an internal transaction that is never committed. Whole seconds,
+//     clamped to 1–3600 s: GET_LOCK(name, 0) waits 1 s for a held lock
+//     (TryWaits; TryProbe answers at once instead); a KILL or KILL QUERY
+//     does not end a wait, so waits go in slices of 1 s as on the embedded
+//     server (WaitsIgnoreCancel); no deadlock detection (DetectsDeadlocks);
+//     under contention a wait may fail with error 1105 "pessimistic lock
+//     retry limit reached" (IsRetryLimit), which is a wait that timed out;
+//     a lock lives at most performance.max-txn-ttl (MaxHold), after which
+//     another session can be granted it while the holder's session still
+//     answers as its owner; prepared GET_LOCK statements miscount the
+//     lock's references (NeedsInterpolation).
 //
 // Unknown, the zero Flavor, is no server: a caller that has not detected one
 // yet.

@@ -27,8 +27,10 @@ const (
 	// Embedded is go-mysql-server (@@version_comment "Dolt"), such as the
 	// in-process server of package internal/embedded.
 	Embedded
-	// TiDB is a server whose VERSION() contains "TiDB". It behaves like
-	// MySQL in every method of this package.
+	// TiDB is a server whose VERSION() contains "TiDB": its GET_LOCK is a
+	// pessimistic lock on a row of mysql.advisory_locks, taken by an
+	// internal transaction that is never committed (see the package
+	// documentation for what follows from that).
 	TiDB
 )
 
@@ -90,14 +92,50 @@ func (f Flavor) FractionalTimeouts() bool { return f == MariaDB }
 
 // WaitsIgnoreCancel reports whether a GET_LOCK wait ignores its client's
 // disconnect and KILL, ending only at its own timeout or when the lock is
-// granted (Embedded). A cancelled wait then lingers at the server.
-func (f Flavor) WaitsIgnoreCancel() bool { return f == Embedded }
+// granted (Embedded, TiDB). A cancelled wait then lingers at the server
+// until its timeout, so waits there go in slices of 1 s (WaitArg).
+func (f Flavor) WaitsIgnoreCancel() bool { return f == Embedded || f == TiDB }
+
+// NamesHolder reports whether IS_USED_LOCK(name), run by a session that
+// does not hold the lock, answers the holder's connection id. TiDB answers
+// 1 for a held lock (after waiting 1 s for it; NULL for a free one, as the
+// others), and nothing else there names a named lock's holder.
+func (f Flavor) NamesHolder() bool { return f != TiDB }
+
+// SnapshotAtFirstStatement reports whether a repeatable-read transaction
+// reads from a snapshot taken at its first statement even when that
+// statement is a write that waited for a row lock (TiDB: its start
+// timestamp), rather than at its first plain read (InnoDB). A transaction
+// that must read what the holder of a row lock it waited for committed
+// needs READ COMMITTED there.
+func (f Flavor) SnapshotAtFirstStatement() bool { return f == TiDB }
+
+// DetectsDeadlocks reports whether the server refuses a GET_LOCK wait that
+// would deadlock with another session's (MySQL error 3058, MariaDB 1213:
+// IsDeadlock). Embedded and TiDB do not: two sessions that wait for each
+// other's lock both wait until their timeouts.
+func (f Flavor) DetectsDeadlocks() bool { return f == MySQL || f == MariaDB }
+
+// TryWaits reports whether GET_LOCK(name, 0) on a lock held by another
+// session waits before it answers 0, instead of answering at once: TiDB
+// waits 1 s, its shortest lock wait (innodb_lock_wait_timeout is at least
+// 1). TryProbe is the fast answer there.
+func (f Flavor) TryWaits() bool { return f == TiDB }
+
+// NeedsInterpolation reports whether GET_LOCK and RELEASE_LOCK must not run
+// as server-side prepared statements on this server: on TiDB (binary
+// protocol and its plan cache, both defaults) a prepared
+// SELECT GET_LOCK(?, 0) takes two references to the lock and a prepared
+// SELECT RELEASE_LOCK(?) drops two, so a lock taken once by another form
+// of the statement is released with an answer of 0, and references can be
+// left behind. With the driver's interpolateParams=true (pool.Open sets it)
+// every statement is a plain query.
+func (f Flavor) NeedsInterpolation() bool { return f == TiDB }
 
 // longestWait is the timeout sent to GET_LOCK when the caller has no
-// deadline: one year. Every server here takes it as it is (MySQL clamps a
-// larger timeout to 2^31-1 s, about 68 years; MariaDB takes any; TiDB caps
-// every timeout at 3600 s). The server answers 0 after that and the caller
-// simply renews the wait.
+// deadline: one year. Every server that gets it takes it as it is (MySQL
+// clamps a larger timeout to 2^31-1 s, about 68 years; MariaDB takes any).
+// The server answers 0 after that and the caller simply renews the wait.
 const longestWait = 365 * 24 * 3600
 
 // WaitArg encodes a GET_LOCK timeout for the time left before a caller's
@@ -110,8 +148,10 @@ const longestWait = 365 * 24 * 3600
 // wait (and the waiting session be ended).
 //
 //   - No deadline: a long wait, one year in seconds (int64); 1 s on a
-//     server whose waits ignore cancellation (WaitsIgnoreCancel), so that a
-//     wait its caller gave up on lingers there at most a second.
+//     server whose waits ignore cancellation (WaitsIgnoreCancel: Embedded,
+//     TiDB), so that a wait its caller gave up on lingers there at most a
+//     second. With a deadline such a server also waits at most 1 s per
+//     statement.
 //   - MariaDB: left in seconds, rounded up to the millisecond (float64), so
 //     the server's timeout ends with the deadline.
 //   - Others: they take whole seconds only, so the whole seconds left
@@ -313,4 +353,126 @@ func (f Flavor) NoStatementLimit() string {
 		return "SET SESSION " + v + " = 0"
 	}
 	return ""
+}
+
+// errNumUnknown is the number of TiDB's catch-all error (ER_UNKNOWN_ERROR),
+// which carries "pessimistic lock retry limit reached" among others.
+const errNumUnknown = 1105
+
+// IsRetryLimit reports whether err is, or wraps, TiDB's error 1105
+// "pessimistic lock retry limit reached": under contention for one lock,
+// the pessimistic lock behind GET_LOCK gave up retrying before its
+// timeout. Nothing was acquired and the session is fine: the wait may be
+// renewed as if that GET_LOCK had timed out (answered 0).
+func IsRetryLimit(err error) bool {
+	var me *mysql.MySQLError
+	return errors.As(err, &me) && me.Number == errNumUnknown &&
+		strings.Contains(me.Message, "pessimistic lock retry limit reached")
+}
+
+// The fast try on TiDB (TryWaits): TiDB's GET_LOCK inserts the lock's name,
+// lowercased, into mysql.advisory_locks in a pessimistic transaction of its
+// own that it never commits, so a lock held by any session is a
+// pessimistic lock on that row's key. TryProbe's statement, run in a
+// pessimistic transaction (TryProbeBegin, then TryProbeEnd whatever
+// happened), asks for the same key's lock with NOWAIT: it fails at once
+// with error 3572 (IsLockedNowait) when a holder has it, and otherwise
+// takes it for the moment of the probe. The row itself never exists.
+const (
+	// TryProbeBegin starts the probe's transaction.
+	TryProbeBegin = "BEGIN PESSIMISTIC"
+	// TryProbe asks, without waiting, for the lock on the key of the row
+	// that GET_LOCK inserts; its argument is TryProbeName of the lock name.
+	// It needs the SELECT and UPDATE privileges on mysql.advisory_locks.
+	TryProbe = "SELECT COUNT(*) FROM mysql.advisory_locks WHERE lock_name = ? FOR UPDATE NOWAIT"
+	// TryProbeEnd ends the probe's transaction, giving back what it took.
+	TryProbeEnd = "ROLLBACK"
+)
+
+// TryProbeName is the value of mysql.advisory_locks.lock_name that TiDB's
+// GET_LOCK(name, ...) inserts: name lowercased (strings.ToLower, as TiDB
+// does).
+func TryProbeName(name string) string { return strings.ToLower(name) }
+
+// errNumLockNowait is ER_LOCK_NOWAIT: a locking read with NOWAIT found the
+// row locked.
+const errNumLockNowait = 3572
+
+// IsLockedNowait reports whether err is, or wraps, error 3572: a locking
+// read with NOWAIT found the row locked by another transaction.
+func IsLockedNowait(err error) bool {
+	var me *mysql.MySQLError
+	return errors.As(err, &me) && me.Number == errNumLockNowait
+}
+
+// Errors that make TryProbe unusable on a server, where tries must use
+// GET_LOCK instead.
+const (
+	errNumTableAccessDenied  = 1142 // ER_TABLEACCESS_DENIED_ERROR
+	errNumColumnAccessDenied = 1143 // ER_COLUMNACCESS_DENIED_ERROR
+	errNumNoSuchTable        = 1146 // ER_NO_SUCH_TABLE
+)
+
+// IsProbeRefused reports whether err is, or wraps, the server's refusal of
+// TryProbe itself, as opposed to an answer about the lock: no privilege on
+// mysql.advisory_locks (error 1142 or 1143; an application's user usually
+// has none), or no such table (1146: a TiDB older than its GET_LOCK).
+func IsProbeRefused(err error) bool {
+	var me *mysql.MySQLError
+	if !errors.As(err, &me) {
+		return false
+	}
+	switch me.Number {
+	case errNumTableAccessDenied, errNumColumnAccessDenied, errNumNoSuchTable:
+		return true
+	}
+	return false
+}
+
+// DefaultMaxTxnTTL is TiDB's default performance.max-txn-ttl: how long a
+// transaction, and so a named lock, may live.
+const DefaultMaxTxnTTL = time.Hour
+
+// MaxTxnTTLQuery reads TiDB's performance.max-txn-ttl, in milliseconds,
+// from the configuration of the TiDB instance that runs it.
+const MaxTxnTTLQuery = `SELECT JSON_EXTRACT(@@tidb_config, '$.performance."max-txn-ttl"')`
+
+// MaxHold returns how long this server lets a named lock live once
+// GET_LOCK was sent for it, however its session fares: 0 (no limit) for
+// every kind but TiDB. On TiDB a lock is a pessimistic lock of a
+// transaction, kept alive only until the transaction is
+// performance.max-txn-ttl old (counted from when GET_LOCK began it); after
+// that another session can be granted the lock while the holder's session,
+// its IS_USED_LOCK and its RELEASE_LOCK still answer as if it held it.
+// MaxHold reads the setting with MaxTxnTTLQuery on q (one instance's
+// configuration: every instance of a cluster should have the same). If it
+// cannot be read, MaxHold returns DefaultMaxTxnTTL and the error.
+func (f Flavor) MaxHold(ctx context.Context, q interface {
+	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
+}) (time.Duration, error) {
+	if f != TiDB {
+		return 0, nil
+	}
+	var ms sql.NullFloat64
+	if err := q.QueryRowContext(ctx, MaxTxnTTLQuery).Scan(&ms); err != nil {
+		return DefaultMaxTxnTTL, fmt.Errorf("read performance.max-txn-ttl: %w", err)
+	}
+	if !ms.Valid || ms.Float64 <= 0 {
+		return DefaultMaxTxnTTL, errors.New("read performance.max-txn-ttl: @@tidb_config has no positive performance.max-txn-ttl")
+	}
+	return time.Duration(ms.Float64 * float64(time.Millisecond)), nil
+}
+
+// IsLockWait reports whether a row of SHOW FULL PROCESSLIST, by its State
+// and Info, is a session waiting in GET_LOCK: MariaDB shows the state
+// "User lock", MySQL "Waiting for user level lock". TiDB shows no such
+// state (a waiter's is "autocommit"), so a row whose statement (Info)
+// calls GET_LOCK counts too: there GET_LOCK waits at least 1 s whenever
+// the lock is held.
+func IsLockWait(state, info string) bool {
+	switch state {
+	case "User lock", "Waiting for user level lock":
+		return true
+	}
+	return strings.Contains(strings.ToUpper(info), "GET_LOCK(")
 }

@@ -67,7 +67,7 @@ func TestBehaviour(t *testing.T) {
 		{flavor.MySQL, false, false},
 		{flavor.MariaDB, true, false},
 		{flavor.Embedded, false, true},
-		{flavor.TiDB, false, false},
+		{flavor.TiDB, false, true},
 	} {
 		if got := tc.f.FractionalTimeouts(); got != tc.fractional {
 			t.Errorf("%v.FractionalTimeouts() = %v", tc.f, got)
@@ -90,7 +90,7 @@ func TestWaitArg(t *testing.T) {
 		// No deadline: the longest wait; 1 s where waits ignore cancellation.
 		{flavor.MySQL, 0, false, year, false},
 		{flavor.MariaDB, 0, false, year, false},
-		{flavor.TiDB, 0, false, year, false},
+		{flavor.TiDB, 0, false, int64(1), false},
 		{flavor.Unknown, 0, false, year, false},
 		{flavor.Embedded, 0, false, int64(1), false},
 		{flavor.Embedded, time.Hour, false, int64(1), false},
@@ -108,7 +108,7 @@ func TestWaitArg(t *testing.T) {
 		{flavor.MySQL, 2999 * time.Millisecond, true, int64(2), false},
 		{flavor.MySQL, 90 * time.Second, true, int64(90), false},
 		{flavor.MySQL, 400 * 24 * time.Hour, true, year, false},
-		{flavor.TiDB, 2500 * time.Millisecond, true, int64(2), false},
+		{flavor.TiDB, 2500 * time.Millisecond, true, int64(1), false},
 		{flavor.Unknown, 5 * time.Second, true, int64(5), false},
 		{flavor.Embedded, time.Second, true, int64(1), false},
 		{flavor.Embedded, 90 * time.Second, true, int64(1), false},
@@ -491,7 +491,83 @@ func TestNoStatementLimitOnServer(t *testing.T) {
 	other := map[flavor.Flavor]flavor.Flavor{flavor.MariaDB: flavor.MySQL, flavor.MySQL: flavor.MariaDB, flavor.TiDB: flavor.MariaDB}[s.Flavor]
 	_, err := db.ExecContext(ctx, other.NoStatementLimit())
 	t.Logf("%s: the other kind's %q: %v", s.Name, other.NoStatementLimit(), err)
+	if s.Flavor == flavor.TiDB {
+		// TiDB knows MariaDB's name too (measured: no error); only the
+		// refusal between MySQL and MariaDB matters to pool.Open.
+		return
+	}
 	if !flavor.IsUnknownVariable(err) {
 		t.Errorf("%q on %s = %v, want error 1193", other.NoStatementLimit(), s.Name, err)
+	}
+}
+
+// TestTiDBRules: the rules that set TiDB apart, per kind.
+func TestTiDBRules(t *testing.T) {
+	for _, tc := range []struct {
+		f                                  flavor.Flavor
+		deadlocks, tryWaits, interpolation bool
+	}{
+		{flavor.Unknown, false, false, false},
+		{flavor.MySQL, true, false, false},
+		{flavor.MariaDB, true, false, false},
+		{flavor.Embedded, false, false, false},
+		{flavor.TiDB, false, true, true},
+	} {
+		if got := tc.f.DetectsDeadlocks(); got != tc.deadlocks {
+			t.Errorf("%v.DetectsDeadlocks() = %v", tc.f, got)
+		}
+		if got := tc.f.NamesHolder(); got == (tc.f == flavor.TiDB) {
+			t.Errorf("%v.NamesHolder() = %v", tc.f, got)
+		}
+		if got := tc.f.TryWaits(); got != tc.tryWaits {
+			t.Errorf("%v.TryWaits() = %v", tc.f, got)
+		}
+		if got := tc.f.SnapshotAtFirstStatement(); got != (tc.f == flavor.TiDB) {
+			t.Errorf("%v.SnapshotAtFirstStatement() = %v", tc.f, got)
+		}
+		if got := tc.f.NeedsInterpolation(); got != tc.interpolation {
+			t.Errorf("%v.NeedsInterpolation() = %v", tc.f, got)
+		}
+	}
+	if got := flavor.TryProbeName("Report:Nightly"); got != "report:nightly" {
+		t.Errorf("TryProbeName = %q", got)
+	}
+}
+
+// TestIsRetryLimit: TiDB's 1105 with its message, and nothing else (1105
+// is TiDB's catch-all error).
+func TestIsRetryLimit(t *testing.T) {
+	for _, tc := range []struct {
+		err  error
+		want bool
+	}{
+		{&mysql.MySQLError{Number: 1105, Message: "pessimistic lock retry limit reached"}, true},
+		{fmt.Errorf("GET_LOCK: %w", &mysql.MySQLError{Number: 1105, Message: "[tikv:1105]pessimistic lock retry limit reached"}), true},
+		{&mysql.MySQLError{Number: 1105, Message: "other error"}, false},
+		{&mysql.MySQLError{Number: 1205, Message: "pessimistic lock retry limit reached"}, false},
+		{errors.New("pessimistic lock retry limit reached"), false},
+		{nil, false},
+	} {
+		if got := flavor.IsRetryLimit(tc.err); got != tc.want {
+			t.Errorf("IsRetryLimit(%v) = %v, want %v", tc.err, got, tc.want)
+		}
+	}
+	if !flavor.IsLockedNowait(fmt.Errorf("x: %w", &mysql.MySQLError{Number: 3572})) || flavor.IsLockedNowait(&mysql.MySQLError{Number: 1205}) {
+		t.Error("IsLockedNowait misclassifies 3572 / 1205")
+	}
+}
+
+// TestMaxHoldOnServer: 0 (no limit) on every kind but TiDB; on TiDB the
+// instance's performance.max-txn-ttl, read without error.
+func TestMaxHoldOnServer(t *testing.T) {
+	s := testdb.Get(t)
+	db := testdb.OpenDB(t, s.DSN)
+	d, err := s.Flavor.MaxHold(context.Background(), db)
+	t.Logf("%s: MaxHold = %v, %v", s.Name, d, err)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if (d > 0) != (s.Flavor == flavor.TiDB) {
+		t.Errorf("MaxHold = %v on %v", d, s.Flavor)
 	}
 }

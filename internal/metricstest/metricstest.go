@@ -118,8 +118,8 @@ func Drive(t *testing.T, observe func(namedlock.Event), watch func(*namedlock.Lo
 	// Lost: the holder's session is killed while fn runs.
 	lost := key("lost")
 	err = r.Plain.Do(ctx, lost, func(fctx context.Context) error {
-		var id int64
-		if err := admin.QueryRowContext(ctx, "SELECT IS_USED_LOCK(?)", keyfmt.Portable(lost)).Scan(&id); err != nil {
+		id, err := testdb.HolderOf(ctx, admin, keyfmt.Portable(lost))
+		if err != nil {
 			return err
 		}
 		if _, err := admin.ExecContext(ctx, fmt.Sprintf("KILL CONNECTION %d", id)); err != nil {

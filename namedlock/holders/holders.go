@@ -74,8 +74,10 @@ func Lookup(ctx context.Context, db *sql.DB, keys ...string) ([]Holder, error) {
 		if err := db.QueryRowContext(ctx, "SELECT IS_USED_LOCK(?)", h.Name).Scan(&id); err != nil {
 			return nil, fmt.Errorf("holders: IS_USED_LOCK(%q): %w", h.Name, err)
 		}
-		h.Held = id.Valid
-		if id.Valid && fl != flavor.TiDB { // TiDB answers 1 to anyone but the holder
+		// TiDB answers 1, not the holder's id, for a held lock
+		// (flavor.NamesHolder), and NULL for a free one, as the others.
+		h.Held = id.Valid && id.Int64 != 0
+		if h.Held && fl.NamesHolder() {
 			h.ConnectionID = id.Int64
 			ids = append(ids, id.Int64)
 		}

@@ -42,6 +42,10 @@
 //     job is done the lock is free, and an instance whose tick fires after
 //     that runs the job again. Use it for jobs that take longer than the
 //     skew between instances' ticks, or where an extra run is harmless.
+//   - A try that takes longer than 500 ms skips the run: on TiDB, for a
+//     user without the privileges of the Locker's fast try (SELECT and
+//     UPDATE on mysql.advisory_locks), TryAcquire waits 1 s for a held lock
+//     and would get it when another instance's run of the same tick ends.
 //   - Named locks live in one server's memory: not replicated, lost on
 //     failover, node-local on Galera. Keys are namespaced as
 //     keyfmt.Key("gocron", jobName), so they do not collide with the

@@ -11,7 +11,9 @@ import (
 	"unicode/utf8"
 
 	"github.com/go-co-op/gocron/v2"
+	"github.com/go-sql-driver/mysql"
 
+	"github.com/namedlock/mysql/internal/flavor"
 	"github.com/namedlock/mysql/internal/testdb"
 	"github.com/namedlock/mysql/keyfmt"
 	"github.com/namedlock/mysql/namedlock"
@@ -86,9 +88,49 @@ func TestLeaseLockerOncePerTick(t *testing.T) {
 func TestNamedLockerOncePerTick(t *testing.T) {
 	t.Parallel()
 	srv := testdb.RequireReal(t)
+	namedOncePerTick(t, srv.DSN)
+}
+
+// TestNamedLockerOncePerTickSlowTry: on TiDB, for a user without the
+// privileges the fast try needs (on mysql.advisory_locks), TryAcquire waits
+// 1 s for a held lock and would get it when the first instance's 300 ms run
+// ends; the adapter skips such a late try, and the job still runs once per
+// tick.
+func TestNamedLockerOncePerTickSlowTry(t *testing.T) {
+	t.Parallel()
+	srv := testdb.RequireReal(t)
+	if !srv.Flavor.TryWaits() {
+		t.Skipf("%s: only a server whose GET_LOCK(name, 0) waits (TiDB) has slow tries", srv.Name)
+	}
+	admin := testdb.OpenDB(t, srv.DSN)
+	cfg, err := mysql.ParseDSN(srv.DSN)
+	if err != nil {
+		t.Fatal(err)
+	}
+	user := "nl_noprobe"
+	for _, q := range []string{
+		"CREATE USER IF NOT EXISTS '" + user + "'@'%'",
+		"GRANT ALL PRIVILEGES ON `" + cfg.DBName + "`.* TO '" + user + "'@'%'",
+	} {
+		if _, err := admin.Exec(q); err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+	}
+	cfg.User, cfg.Passwd = user, ""
+	var n int
+	err = testdb.OpenDB(t, cfg.FormatDSN()).QueryRow("SELECT COUNT(*) FROM mysql.advisory_locks").Scan(&n)
+	if !flavor.IsProbeRefused(err) {
+		t.Fatalf("%s reading mysql.advisory_locks: %v, want a refusal (the fast try must be unavailable to it)", user, err)
+	}
+	namedOncePerTick(t, cfg.FormatDSN())
+}
+
+// namedOncePerTick: three schedulers on the named-lock adapter, each with
+// its own lock pool on dsn, run a 300 ms job once per tick.
+func namedOncePerTick(t *testing.T, dsn string) {
 	var lockers []gocron.Locker
 	for range 3 {
-		db, err := pool.Open(srv.DSN)
+		db, err := pool.Open(dsn)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -2,6 +2,7 @@ package gocronlock
 
 import (
 	"context"
+	"fmt"
 	"time"
 
 	"github.com/go-co-op/gocron/v2"
@@ -24,12 +25,25 @@ const NamedKeyPrefix = "gocron"
 // releaseTimeout bounds an Unlock whose context was already cancelled.
 const releaseTimeout = 5 * time.Second
 
+// tryWaitedLimit is how long a Lock's TryAcquire may take and still run the
+// job: a try that took longer may have waited for another instance's run
+// of this tick to end (see NewNamedLocker).
+const tryWaitedLimit = 500 * time.Millisecond
+
 // NewNamedLocker returns a gocron.Locker backed by MySQL named locks: Lock is
 // l.TryAcquire of keyfmt.Key(NamedKeyPrefix, jobName), passed unmapped (the
 // Locker maps it), which fails at once with an error matching
 // namedlock.ErrNotAcquired while another instance runs the job, so gocron
 // skips the run; Unlock releases it. The lock is held exactly while the job
 // runs. It panics if l is nil.
+//
+// A TryAcquire that took longer than 500 ms is given back and counts as
+// not acquired: on TiDB a try must wait 1 s for a held lock when the
+// Locker cannot use its fast probe (a user without the SELECT and UPDATE
+// privileges on mysql.advisory_locks), and would be granted the lock when
+// another instance's run of the same tick ends, running the job twice in
+// that tick. A run that found the pool exhausted for that long is skipped
+// too.
 func NewNamedLocker(l *namedlock.Locker) gocron.Locker {
 	if l == nil {
 		panic("gocronlock: NewNamedLocker with a nil *namedlock.Locker")
@@ -41,9 +55,17 @@ type namedLocker struct{ l *namedlock.Locker }
 
 // Lock implements gocron.Locker.
 func (n namedLocker) Lock(ctx context.Context, key string) (gocron.Lock, error) {
+	start := time.Now()
 	lk, err := n.l.TryAcquire(ctx, keyfmt.Key(NamedKeyPrefix, key))
 	if err != nil {
 		return nil, err
+	}
+	if took := time.Since(start); took > tryWaitedLimit {
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), releaseTimeout)
+		defer cancel()
+		_ = lk.Release(rctx)
+		return nil, fmt.Errorf("%w: gocronlock: the try took %v, over %v: it may have waited for another instance's run of this tick, so this run is skipped",
+			namedlock.ErrNotAcquired, took.Round(time.Millisecond), tryWaitedLimit)
 	}
 	return namedLock{lk}, nil
 }
