@@ -46,7 +46,7 @@ func (l *Locker) DoTx(ctx context.Context, key string, db *sqlx.DB, opts *sql.Tx
 	if err := l.txArgs("DoTx", db.DB, fn == nil); err != nil {
 		return err
 	}
-	return doTx(l, ctx, key, db.DB, func(ctx context.Context) (*sqlx.Tx, error) { return db.BeginTxx(ctx, l.txOptions(opts)) }, fn)
+	return doTx(l, ctx, "DoTx", key, db.DB, func(ctx context.Context) (*sqlx.Tx, error) { return db.BeginTxx(ctx, l.txOptions(opts)) }, fn)
 }
 
 // txOptions returns the options DoTx begins with: opts, or, for a fenced
@@ -80,29 +80,29 @@ type txn interface {
 }
 
 // doTx is DoTx and DoSQLTx on db, whose transactions begin begins.
-func doTx[T txn](l *Locker, ctx context.Context, key string, db *sql.DB, begin func(context.Context) (T, error), fn func(ctx context.Context, tx T) error) error {
+func doTx[T txn](l *Locker, ctx context.Context, call, key string, db *sql.DB, begin func(context.Context) (T, error), fn func(ctx context.Context, tx T) error) error {
 	f := l.cfg.fence
 	if f != nil && db != f.db {
-		return fail(key, "", "DoTx: db is not the *sql.DB given to WithFencing, which holds the fence table "+f.quoted+": its transaction could not be fenced", ErrFencing)
+		return fail(key, "", call+": db is not the *sql.DB given to WithFencing, which holds the fence table "+f.quoted+": its transaction could not be fenced", ErrFencing)
 	}
 	if f != nil {
-		return fencedDoTx(l, ctx, key, begin, fn)
+		return fencedDoTx(l, ctx, call, key, begin, fn)
 	}
 	k, err := l.acquire(ctx, key, false, false)
 	if err != nil {
 		return err
 	}
 	return l.run(ctx, []*Lock{k}, func(fctx context.Context) error {
-		return unfencedTx(fctx, k, begin, fn)
+		return unfencedTx(fctx, call, k, begin, fn)
 	})
 }
 
 // unfencedTx runs fn in a transaction that is committed only if the lock
 // is not known lost.
-func unfencedTx[T txn](ctx context.Context, k *Lock, begin func(context.Context) (T, error), fn func(ctx context.Context, tx T) error) error {
+func unfencedTx[T txn](ctx context.Context, call string, k *Lock, begin func(context.Context) (T, error), fn func(ctx context.Context, tx T) error) error {
 	tx, err := begin(ctx)
 	if err != nil {
-		return fail(k.key, "", "DoTx: begin: "+err.Error(), err)
+		return fail(k.key, "", call+": begin: "+err.Error(), err)
 	}
 	committed := false
 	defer func() {
@@ -120,7 +120,7 @@ func unfencedTx[T txn](ctx context.Context, k *Lock, begin func(context.Context)
 		if lost := k.Err(); lost != nil {
 			return alsoMatching(lost, err)
 		}
-		return fail(k.key, "", "DoTx: commit: "+err.Error(), err)
+		return fail(k.key, "", call+": commit: "+err.Error(), err)
 	}
 	committed = true
 	return nil
@@ -142,7 +142,7 @@ func unfencedTx[T txn](ctx context.Context, k *Lock, begin func(context.Context)
 // take one after another: callers waiting for the lock would then each hold
 // a connection of the application's pool, and a holder whose fn needs one
 // more (or the fence table's first check) could wait for them forever.
-func fencedDoTx[T txn](l *Locker, ctx context.Context, key string, begin func(context.Context) (T, error), fn func(ctx context.Context, tx T) error) (err error) {
+func fencedDoTx[T txn](l *Locker, ctx context.Context, call, key string, begin func(context.Context) (T, error), fn func(ctx context.Context, tx T) error) (err error) {
 	k, err := l.acquire(ctx, key, false, false)
 	if err != nil {
 		return err
@@ -150,7 +150,7 @@ func fencedDoTx[T txn](l *Locker, ctx context.Context, key string, begin func(co
 	tx, err := begin(ctx)
 	if err != nil {
 		_ = l.releaseAll([]*Lock{k})
-		return fail(key, "", "DoTx: begin: "+err.Error(), err)
+		return fail(key, "", call+": begin: "+err.Error(), err)
 	}
 	locks := []*Lock{k}
 	fctx, cancel := l.sectionContext(ctx, locks)
@@ -221,7 +221,7 @@ func fencedDoTx[T txn](l *Locker, ctx context.Context, key string, begin func(co
 		<-proved
 	}
 	if err != nil {
-		err = fail(key, "", "DoTx: commit: "+err.Error(), err)
+		err = fail(key, "", call+": commit: "+err.Error(), err)
 	}
 	l.fencedTxEnded(ctx, key, fenceWait, err)
 	return err

@@ -484,6 +484,15 @@ func TestErrorMessages(t *testing.T) {
 			is: []error{namedlock.ErrFencing},
 		},
 		{
+			name: "fencing: DoSQLTx on another database",
+			run: func(t *testing.T, key string) error {
+				l, _ := fenced(t, app)
+				return l.locker.DoSQLTx(ctx, key, primary(t).DB, nil, func(context.Context, *sql.Tx) error { return nil })
+			},
+			is:   []error{namedlock.ErrFencing},
+			says: []string{"DoSQLTx: db is not"},
+		},
+		{
 			name: "fencing: the fence row held by a stale transaction",
 			run: func(t *testing.T, key string) error {
 				short := testdb.OpenDB(t, srv.DSN+paramSep(srv.DSN)+"innodb_lock_wait_timeout=1")
