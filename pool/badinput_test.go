@@ -13,6 +13,7 @@ import (
 
 	"github.com/go-sql-driver/mysql"
 
+	"github.com/namedlock/mysql/internal/flavor"
 	"github.com/namedlock/mysql/internal/testdb"
 	"github.com/namedlock/mysql/pool"
 )
@@ -83,7 +84,7 @@ func TestOpenBadInput(t *testing.T) {
 	pid := os.Getpid()
 	noDB := fmt.Sprintf("nlpw_nodb_%d", pid)
 	other := fmt.Sprintf("nlpw_other_%d", pid) // its password is none of the hostile ones
-	createUser(t, admin, other, "Right-0ne-"+fmt.Sprint(pid), noDB)
+	createUser(t, admin, other, "Right-0ne-"+fmt.Sprint(pid), noDB, netw, addr)
 
 	plain := func(db string) func(u, pw, netw, addr string) string {
 		return func(u, pw, netw, addr string) string { return u + ":" + pw + "@" + netw + "(" + addr + ")/" + db }
@@ -150,13 +151,15 @@ func TestOpenBadInput(t *testing.T) {
 
 	for i, pw := range hostilePasswords {
 		t.Run(fmt.Sprintf("password %q", pw), func(t *testing.T) {
-			t.Parallel()
+			if srv.Flavor != flavor.TiDB { // TiDB: one account change at a time (see settleTime)
+				t.Parallel()
+			}
 			own := fmt.Sprintf("nlpw_%d_%d", i, pid)
 			ownPw := pw
 			if pw == sameAsUser {
 				ownPw = own
 			}
-			createUser(t, admin, own, ownPw, noDB)
+			createUser(t, admin, own, ownPw, noDB, netw, addr)
 			// run opens every row with the passwords given and returns
 			// what each error says, all down its chain.
 			run := func(ownPw, otherPw func(u string) string) [][]string {
@@ -185,9 +188,8 @@ func TestOpenBadInput(t *testing.T) {
 			}
 			masked := func(u string) string { return mask(with(pw)(u)) }
 			got := run(with(pw), with(pw))
-			if _, err := admin.Exec(fmt.Sprintf("ALTER USER %s IDENTIFIED BY %s", account(own), quote(mask(ownPw)))); err != nil {
-				t.Fatal(err)
-			}
+			adminExec(t, admin, fmt.Sprintf("ALTER USER %s IDENTIFIED BY %s", account(own), quote(mask(ownPw))))
+			untilLogin(t, netw, addr, own, mask(ownPw), noDB)
 			ref := run(masked, masked)
 			for j, row := range rows {
 				if strings.Join(got[j], "\n") != strings.Join(ref[j], "\n") {
@@ -274,8 +276,9 @@ func mask(pw string) string {
 }
 
 // createUser creates user@'%' with password pw and a grant on the (never
-// created) database noDB, dropped at the end of the test.
-func createUser(t *testing.T, admin *sql.DB, user, pw, noDB string) {
+// created) database noDB, dropped at the end of the test, and waits until
+// it can log in at netw/addr.
+func createUser(t *testing.T, admin *sql.DB, user, pw, noDB, netw, addr string) {
 	t.Helper()
 	acct := account(user)
 	for _, stmt := range []string{
@@ -283,15 +286,67 @@ func createUser(t *testing.T, admin *sql.DB, user, pw, noDB string) {
 		"ALTER USER " + acct + " IDENTIFIED BY " + quote(pw), // if it existed
 		"GRANT SELECT ON `" + noDB + "`.* TO " + acct,
 	} {
-		if _, err := admin.Exec(stmt); err != nil {
-			t.Fatalf("%s: %v", stmt, err)
-		}
+		adminExec(t, admin, stmt)
 	}
+	untilLogin(t, netw, addr, user, pw, noDB)
 	t.Cleanup(func() {
 		if _, err := admin.Exec("DROP USER IF EXISTS " + acct); err != nil {
 			t.Errorf("drop user %s: %v", user, err)
 		}
 	})
+}
+
+// settleTime bounds how long a user change may take to show: TiDB loads
+// user records asynchronously (an ALTER USER right after CREATE USER may
+// fail with error 1105 "Failed to get user record", and a login may be
+// refused for a moment after a password change); MariaDB at once.
+const settleTime = 10 * time.Second
+
+// adminExec runs an account statement, again while TiDB has not yet loaded
+// the user record it names.
+func adminExec(t *testing.T, admin *sql.DB, stmt string) {
+	t.Helper()
+	deadline := time.Now().Add(settleTime)
+	for {
+		_, err := admin.Exec(stmt)
+		if err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: %v", stmt, err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// untilLogin waits until user can log in at netw/addr with pw and its
+// grant on noDB shows: a login to noDB, which does not exist, is then
+// refused as an unknown database (1049), not as a database without access
+// (1044) nor as a wrong password (1045), three times in a row.
+func untilLogin(t *testing.T, netw, addr, user, pw, noDB string) {
+	t.Helper()
+	cfg := mysql.NewConfig()
+	cfg.User, cfg.Passwd, cfg.Net, cfg.Addr, cfg.DBName = user, pw, netw, addr, noDB
+	deadline := time.Now().Add(settleTime)
+	for ok := 0; ; {
+		db, err := sql.Open("mysql", cfg.FormatDSN())
+		if err == nil {
+			err = db.Ping()
+			_ = db.Close()
+		}
+		var me *mysql.MySQLError
+		if errors.As(err, &me) && me.Number == 1049 {
+			if ok++; ok == 3 {
+				return
+			}
+			continue
+		}
+		ok = 0
+		if time.Now().After(deadline) {
+			t.Fatalf("user %s cannot log in with its password after %v: %v", user, settleTime, err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
 }
 
 func account(user string) string { return quote(user) + "@'%'" }
