@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"sync"
 	"time"
 
 	"go.opentelemetry.io/otel"
@@ -14,6 +13,7 @@ import (
 	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/namedlock/mysql/internal/lockmetrics"
 	"github.com/namedlock/mysql/namedlock"
 )
 
@@ -115,8 +115,7 @@ type Observer struct {
 	tracer trace.Tracer
 	reg    metric.Registration
 
-	mu      sync.Mutex
-	lockers []*namedlock.Locker
+	watched lockmetrics.Watched
 
 	waitDuration, holdDuration, fenceWaitDuration metric.Float64Histogram
 }
@@ -173,7 +172,7 @@ func New(opts ...Option) (*Observer, error) {
 	handoff := metric.WithAttributeSet(attribute.NewSet(OutcomeKey.String("handoff")))
 	notAcquired := metric.WithAttributeSet(attribute.NewSet(OutcomeKey.String("not_acquired")))
 	reg, err := m.RegisterCallback(func(_ context.Context, ob metric.Observer) error {
-		st := o.stats()
+		st := o.watched.Stats()
 		ob.ObserveInt64(held, int64(st.Held))
 		ob.ObserveInt64(waiting, int64(st.Waiting))
 		ob.ObserveInt64(queued, int64(st.Queued))
@@ -198,11 +197,7 @@ func New(opts ...Option) (*Observer, error) {
 // so that the counters never go back. Give l the Observer when creating
 // it: namedlock.WithObserver(o.Observe).
 func (o *Observer) Watch(l *namedlock.Locker) {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	if !slices.Contains(o.lockers, l) {
-		o.lockers = append(o.lockers, l)
-	}
+	o.watched.Add(l)
 }
 
 // Close stops reporting the watched Lockers' Stats (it unregisters the
@@ -238,7 +233,7 @@ func (o *Observer) Observe(e namedlock.Event) {
 		}
 		o.holdDuration.Record(ctx, e.Held.Seconds(), o.attrs(outcome, e.Key))
 	case namedlock.FencedTx:
-		o.fenceWaitDuration.Record(ctx, e.FenceWait.Seconds(), o.attrs(fenceOutcome(e.Err), e.Key))
+		o.fenceWaitDuration.Record(ctx, e.FenceWait.Seconds(), o.attrs(lockmetrics.FenceOutcome(e.Err), e.Key))
 		return
 	default:
 		return
@@ -276,37 +271,4 @@ func (o *Observer) attrs(outcome, key string) metric.RecordOption {
 		return metric.WithAttributes(OutcomeKey.String(outcome))
 	}
 	return metric.WithAttributes(OutcomeKey.String(outcome), PrefixKey.String(o.prefix(key)))
-}
-
-// fenceOutcome is the outcome of a FencedTx event with error err.
-func fenceOutcome(err error) string {
-	switch {
-	case err == nil:
-		return "committed"
-	case errors.Is(err, namedlock.ErrFenceWait):
-		return "fence_timeout"
-	}
-	return "rolled_back"
-}
-
-// stats sums the Stats of the watched Lockers.
-func (o *Observer) stats() namedlock.Stats {
-	o.mu.Lock()
-	lockers := slices.Clone(o.lockers)
-	o.mu.Unlock()
-	var sum namedlock.Stats
-	for _, l := range lockers {
-		st := l.Stats()
-		sum.Held += st.Held
-		sum.Waiting += st.Waiting
-		sum.Queued += st.Queued
-		sum.NotAcquired += st.NotAcquired
-		sum.Lost += st.Lost
-		sum.Handoffs += st.Handoffs
-		sum.ServerAcquisitions += st.ServerAcquisitions
-		sum.CancelledWaits += st.CancelledWaits
-		sum.FencedCommits += st.FencedCommits
-		sum.FenceWaitTimeouts += st.FenceWaitTimeouts
-	}
-	return sum
 }

@@ -4,10 +4,10 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"sync"
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/namedlock/mysql/internal/lockmetrics"
 	"github.com/namedlock/mysql/namedlock"
 )
 
@@ -68,8 +68,7 @@ func increasing(bounds []float64) bool {
 type Collector struct {
 	prefix func(key string) string
 
-	mu      sync.Mutex
-	lockers []*namedlock.Locker
+	watched lockmetrics.Watched
 
 	held, waiting, queued                      *prometheus.Desc
 	acquisitions, cancelled, lost              *prometheus.Desc
@@ -116,11 +115,7 @@ func New(opts ...Option) (*Collector, error) {
 // so that the counters never go back. Give l the Collector's observer when
 // creating it: namedlock.WithObserver(c.Observe).
 func (c *Collector) Watch(l *namedlock.Locker) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if !slices.Contains(c.lockers, l) {
-		c.lockers = append(c.lockers, l)
-	}
+	c.watched.Add(l)
 }
 
 // Observe records e in the histograms. It is the observer to give the
@@ -144,7 +139,7 @@ func (c *Collector) Observe(e namedlock.Event) {
 			outcome = "lost"
 		}
 	case namedlock.FencedTx:
-		h, outcome, seconds = c.fenceWaitSeconds, fenceOutcome(e.Err), e.FenceWait.Seconds()
+		h, outcome, seconds = c.fenceWaitSeconds, lockmetrics.FenceOutcome(e.Err), e.FenceWait.Seconds()
 	default:
 		return
 	}
@@ -153,18 +148,6 @@ func (c *Collector) Observe(e namedlock.Event) {
 		return
 	}
 	h.WithLabelValues(outcome).Observe(seconds)
-}
-
-// fenceOutcome is the outcome label of a FencedTx event with error err:
-// committed, fence_timeout or rolled_back.
-func fenceOutcome(err error) string {
-	switch {
-	case err == nil:
-		return "committed"
-	case errors.Is(err, namedlock.ErrFenceWait):
-		return "fence_timeout"
-	}
-	return "rolled_back"
 }
 
 // Describe sends the descriptors of every metric of the Collector.
@@ -180,7 +163,7 @@ func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 // Collect sends the current metrics: the watched Lockers' Stats, summed,
 // and the histograms.
 func (c *Collector) Collect(ch chan<- prometheus.Metric) {
-	st := c.stats()
+	st := c.watched.Stats()
 	gauge := func(d *prometheus.Desc, v int) {
 		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, float64(v))
 	}
@@ -200,26 +183,4 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	c.waitSeconds.Collect(ch)
 	c.holdSeconds.Collect(ch)
 	c.fenceWaitSeconds.Collect(ch)
-}
-
-// stats sums the Stats of the watched Lockers.
-func (c *Collector) stats() namedlock.Stats {
-	c.mu.Lock()
-	lockers := slices.Clone(c.lockers)
-	c.mu.Unlock()
-	var sum namedlock.Stats
-	for _, l := range lockers {
-		st := l.Stats()
-		sum.Held += st.Held
-		sum.Waiting += st.Waiting
-		sum.Queued += st.Queued
-		sum.NotAcquired += st.NotAcquired
-		sum.Lost += st.Lost
-		sum.Handoffs += st.Handoffs
-		sum.ServerAcquisitions += st.ServerAcquisitions
-		sum.CancelledWaits += st.CancelledWaits
-		sum.FencedCommits += st.FencedCommits
-		sum.FenceWaitTimeouts += st.FenceWaitTimeouts
-	}
-	return sum
 }
