@@ -143,6 +143,11 @@ type usecaseInstance struct {
 	free   chan *rawConn // raw connections shared by more callers; nil: one per caller
 	plain  *instance
 	fenced *instance
+	// variant: a second fenced Locker with the change under measurement
+	// (the fenced-dotx-b contender; see benchVariantEnv).
+	variant *instance
+	// variantPlain: the same without fencing (the serial-dotx-b contender).
+	variantPlain *instance
 }
 
 // rawFor returns the raw connection caller w uses, and a function that
@@ -197,6 +202,19 @@ func runUseCase(b *testing.B, uc useCase) []*contender {
 	for _, in := range insts {
 		in.plain = newInstanceWithPool(b, poolOpts, benchOptions(b)...)
 		in.fenced = newInstanceWithPool(b, poolOpts, append(benchOptions(b), namedlock.WithFencing(in.app, fence))...)
+		if v := os.Getenv(benchVariantEnv); v != "" {
+			opts := append(benchOptions(b), namedlock.WithFencing(in.app, fence), namedlock.WithExperimentForTest())
+			if n, d, ok := strings.Cut(v, ","); ok { // other handoff bounds instead
+				count, err1 := strconv.Atoi(n)
+				dur, err2 := time.ParseDuration(d)
+				if err1 != nil || err2 != nil {
+					b.Fatalf("%s=%q: want 1, or count,duration", benchVariantEnv, v)
+				}
+				opts = append(benchOptions(b), namedlock.WithFencing(in.app, fence), namedlock.WithHandoff(count, dur))
+			}
+			in.variant = newInstanceWithPool(b, poolOpts, opts...)
+			in.variantPlain = newInstanceWithPool(b, poolOpts, append(benchOptions(b), opts[len(opts)-1])...)
+		}
 	}
 
 	cs := usecaseContenders(uc, insts)
@@ -309,10 +327,20 @@ func usecaseWatchdog(b *testing.B) (context.Context, *atomic.Int64, func()) {
 // be among them.
 const benchContendersEnv = "NAMEDLOCK_BENCH_CONTENDERS"
 
+// benchVariantEnv, when set, adds the contender fenced-dotx-b: fenced-dotx
+// on a Locker with the change under measurement switched on
+// (WithExperimentForTest; value 1), or with other handoff bounds (value
+// count,duration), so that a change is measured against the code without
+// it in one alternating run (fenced-dotx-b/fenced-dotx-med).
+const benchVariantEnv = "NAMEDLOCK_BENCH_VARIANT"
+
 // usecaseContenders returns the seven contenders (or those named by
 // $NAMEDLOCK_BENCH_CONTENDERS), their product ids apart.
 func usecaseContenders(uc useCase, insts []*usecaseInstance) []*contender {
-	names := []string{"raw", "do", "dotx", "fenced-dotx", "forupdate", "forupdate-plus1", "ceiling"}
+	names := []string{"raw", "do", "dotx", "fenced-dotx", "serial-dotx", "forupdate", "forupdate-plus1", "ceiling"}
+	if os.Getenv(benchVariantEnv) != "" {
+		names = append(names, "fenced-dotx-b", "serial-dotx-b")
+	}
 	only := map[string]bool{}
 	if v := os.Getenv(benchContendersEnv); v != "" {
 		for _, n := range strings.Split(v, ",") {
@@ -326,7 +354,7 @@ func usecaseContenders(uc useCase, insts []*usecaseInstance) []*contender {
 		}
 		cs = append(cs, &contender{
 			name:  n,
-			named: n == "raw" || n == "do" || n == "dotx" || n == "fenced-dotx",
+			named: n == "raw" || n == "do" || strings.HasSuffix(n, "dotx") || n == "fenced-dotx-b",
 			base:  (i + 1) * usecaseIDs,
 			per:   make([]atomic.Int64, len(insts)),
 		})
@@ -440,14 +468,27 @@ func (q usecaseQ) seller(name string, base int, keys []string) func(ctx context.
 				return q.sellTx(ctx, in.app, q.read, base+j)
 			})
 		}
-	case "dotx", "fenced-dotx":
-		fenced := name == "fenced-dotx"
+	case "dotx", "fenced-dotx", "fenced-dotx-b":
 		return func(ctx context.Context, in *usecaseInstance, _, j int) error {
 			l := in.plain.locker
-			if fenced {
+			switch name {
+			case "fenced-dotx":
 				l = in.fenced.locker
+			case "fenced-dotx-b":
+				l = in.variant.locker
 			}
 			return l.DoTx(ctx, keys[j], in.appx, nil, func(ctx context.Context, tx *sqlx.Tx) error {
+				return q.sellIn(ctx, tx.Tx, q.read, base+j)
+			})
+		}
+	case "serial-dotx", "serial-dotx-b":
+		serializable := &sql.TxOptions{Isolation: sql.LevelSerializable}
+		return func(ctx context.Context, in *usecaseInstance, _, j int) error {
+			l := in.plain.locker
+			if name == "serial-dotx-b" {
+				l = in.variantPlain.locker
+			}
+			return l.DoTx(ctx, keys[j], in.appx, serializable, func(ctx context.Context, tx *sqlx.Tx) error {
 				return q.sellIn(ctx, tx.Tx, q.read, base+j)
 			})
 		}
@@ -543,6 +584,37 @@ func reportUseCase(b *testing.B, cs []*contender, ref string, instances int) {
 		}
 		if len(ratios) > 0 {
 			b.ReportMetric(median(ratios), f.name+"/"+p.name+"-med")
+		}
+	}
+	var f, v *contender
+	for _, c := range cs {
+		switch c.name {
+		case "fenced-dotx":
+			f = c
+		case "fenced-dotx-b":
+			v = c
+		}
+	}
+	pairs := [][2]*contender{{f, v}, {nil, nil}}
+	for _, c := range cs {
+		switch c.name {
+		case "serial-dotx":
+			pairs[1][0] = c
+		case "serial-dotx-b":
+			pairs[1][1] = c
+		}
+	}
+	for _, p := range pairs { // the change under measurement, paired
+		f, v := p[0], p[1]
+		if f == nil || v == nil {
+			continue
+		}
+		var ratios []float64
+		for i := range min(len(f.phase.rates), len(v.phase.rates)) {
+			ratios = append(ratios, v.phase.rates[i]/f.phase.rates[i])
+		}
+		if len(ratios) > 0 {
+			b.ReportMetric(median(ratios), v.name+"/"+f.name+"-med")
 		}
 	}
 	if instances < 2 {

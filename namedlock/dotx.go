@@ -46,7 +46,7 @@ func (l *Locker) DoTx(ctx context.Context, key string, db *sqlx.DB, opts *sql.Tx
 	if err := l.txArgs("DoTx", db.DB, fn == nil); err != nil {
 		return err
 	}
-	return doTx(l, ctx, "DoTx", key, db.DB, func(ctx context.Context) (*sqlx.Tx, error) { return db.BeginTxx(ctx, l.txOptions(opts)) }, fn)
+	return doTx(l, ctx, "DoTx", key, db.DB, isSerializable(opts), func(ctx context.Context) (*sqlx.Tx, error) { return db.BeginTxx(ctx, l.txOptions(opts)) }, fn)
 }
 
 // txOptions returns the options DoTx begins with: opts, or, for a fenced
@@ -80,7 +80,8 @@ type txn interface {
 }
 
 // doTx is DoTx and DoSQLTx on db, whose transactions begin begins.
-func doTx[T txn](l *Locker, ctx context.Context, call, key string, db *sql.DB, begin func(context.Context) (T, error), fn func(ctx context.Context, tx T) error) error {
+// serializable: the transaction is asked for at SERIALIZABLE.
+func doTx[T txn](l *Locker, ctx context.Context, call, key string, db *sql.DB, serializable bool, begin func(context.Context) (T, error), fn func(ctx context.Context, tx T) error) error {
 	f := l.cfg.fence
 	if f != nil && db != f.db {
 		return fail(key, "", call+": db is not the *sql.DB given to WithFencing, which holds the fence table "+f.quoted+": its transaction could not be fenced", ErrFencing)
@@ -88,7 +89,22 @@ func doTx[T txn](l *Locker, ctx context.Context, call, key string, db *sql.DB, b
 	if f != nil {
 		return fencedDoTx(l, ctx, call, key, begin, fn)
 	}
-	k, err := l.acquire(ctx, key, false, false)
+	if serializable {
+		if ctx == nil {
+			panic("namedlock: nil Context")
+		}
+		if key == "" {
+			return errEmptyKey
+		}
+		ok, err := l.serial.locksReads(ctx, db)
+		if err != nil {
+			return fail(key, "", call+": learn the kind of server of db: "+err.Error(), err)
+		}
+		if ok {
+			return serialTx(l, ctx, call, key, db, begin, fn)
+		}
+	}
+	k, err := l.acquire(ctx, key, false, false, early{})
 	if err != nil {
 		return err
 	}
@@ -129,7 +145,7 @@ func unfencedTx[T txn](ctx context.Context, call string, k *Lock, begin func(con
 // fencedDoTx is DoTx with fencing: acquire, begin, mint inside the
 // transaction, fn, COMMIT. When the next local waiter is itself a fenced
 // DoTx, the lock is handed to it as soon as this transaction's mint holds
-// the fence row (Lock.handOffToFencedTx), and the proof of that handoff
+// the fence row (Lock.handOffEarly), and the proof of that handoff
 // runs while fn runs or beside the COMMIT (a goroutine of this call,
 // awaited before it returns); any other next holder gets the lock after the
 // COMMIT. The transaction lives on ctx, the
@@ -143,7 +159,7 @@ func unfencedTx[T txn](ctx context.Context, call string, k *Lock, begin func(con
 // a connection of the application's pool, and a holder whose fn needs one
 // more (or the fence table's first check) could wait for them forever.
 func fencedDoTx[T txn](l *Locker, ctx context.Context, call, key string, begin func(context.Context) (T, error), fn func(ctx context.Context, tx T) error) (err error) {
-	k, err := l.acquire(ctx, key, false, false)
+	k, err := l.acquire(ctx, key, false, false, early{kind: earlyFencedTx})
 	if err != nil {
 		return err
 	}
@@ -183,7 +199,7 @@ func fencedDoTx[T txn](l *Locker, ctx context.Context, call, key string, begin f
 		k.token.Store(tok)
 		// The fence row is this transaction's until it ends: a fenced DoTx
 		// waiting here may start now and wait at its own mint.
-		finish = k.handOffToFencedTx()
+		finish = k.handOffEarly(early{kind: earlyFencedTx})
 		err = fn(fctx, tx)
 	} else if cause := context.Cause(fctx); fctx.Err() != nil && cause != nil {
 		// The loss (or ctx, or Close) made the mint fail: say so once.
@@ -203,7 +219,7 @@ func fencedDoTx[T txn](l *Locker, ctx context.Context, call, key string, begin f
 		return err
 	}
 	if finish == nil {
-		finish = k.handOffToFencedTx() // one may have come while fn ran
+		finish = k.handOffEarly(early{kind: earlyFencedTx}) // one may have come while fn ran
 	}
 	if finish == nil {
 		// Anyone else (a Do, another instance) must see the COMMIT done

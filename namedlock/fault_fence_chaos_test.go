@@ -19,7 +19,7 @@ import (
 
 // fenceChaos is what one run of the fencing chaos workload counted.
 type fenceChaos struct {
-	fenced        bool
+	mode          chaosMode
 	calls         int64 // DoTx calls
 	returnedNil   int64 // DoTx that returned nil
 	zombies       int64 // sections that ignored their cancelled ctx
@@ -30,6 +30,20 @@ type fenceChaos struct {
 	nilNotCommit  int64 // DoTx that returned nil without a committed row
 	tokensOrdered bool  // committed tokens strictly increase in commit order
 	lost          int64 // lost updates: committed - counter
+	handoffs      int64 // locks passed on without the server (Stats.Handoffs)
+}
+
+// chaosMode is the kind of DoTx a fencing chaos run uses.
+type chaosMode int
+
+const (
+	chaosFenced       chaosMode = iota // WithFencing, default isolation
+	chaosUnfenced                      // no fencing, default isolation
+	chaosSerializable                  // no fencing, SERIALIZABLE (early handoff)
+)
+
+func (m chaosMode) String() string {
+	return [...]string{"fenced", "unfenced", "serializable"}[m]
 }
 
 // TestFaultFencingChaos: 4 Lockers (each with its own lock pool and its own
@@ -45,30 +59,49 @@ type fenceChaos struct {
 // number of DoTx that returned nil, and the committed tokens strictly
 // increase in commit order: no lost update. The same run without fencing
 // (the DoTx of before) is printed beside it, to show what fencing prevents;
-// its figures are not asserted.
+// its figures are not asserted. A third run, without fencing at
+// SERIALIZABLE (where a DoTx hands its lock on before its COMMIT), must
+// lose no update either: the server orders the transactions; a committed
+// one may be reported failed there, as without fencing.
 func TestFaultFencingChaos(t *testing.T) {
 	leakCheck(t)
 	srv := testdb.RequireReal(t)
-	on := runFenceChaos(t, srv, true)
-	off := runFenceChaos(t, srv, false)
-	t.Logf("%-32s %10s %10s", "4 instances x 8 goroutines, 4 s", "fenced", "unfenced")
-	for _, row := range []struct {
-		what    string
-		on, off int64
-	}{
-		{"DoTx calls", on.calls, off.calls},
-		{"lock sessions KILLed", on.kills, off.kills},
-		{"zombie sections", on.zombies, off.zombies},
-		{"committed (history rows)", on.committed, off.committed},
-		{"final counter", on.counter, off.counter},
-		{"lost updates", on.lost, off.lost},
-		{"DoTx returned nil", on.returnedNil, off.returnedNil},
-		{"committed but reported failed", on.committedErr, off.committedErr},
-		{"reported nil, not committed", on.nilNotCommit, off.nilNotCommit},
-	} {
-		t.Logf("%-32s %10d %10d", row.what, row.on, row.off)
+	on := runFenceChaos(t, srv, chaosFenced)
+	off := runFenceChaos(t, srv, chaosUnfenced)
+	ser := fenceChaos{mode: chaosSerializable}
+	if serialLocksReads(t, srv) {
+		ser = runFenceChaos(t, srv, chaosSerializable)
 	}
-	t.Logf("%-32s %10v %10s", "tokens increase in commit order", on.tokensOrdered, "(no tokens)")
+	t.Logf("%-32s %10s %10s %12s", "4 instances x 8 goroutines, 4 s", "fenced", "unfenced", "serializable")
+	for _, row := range []struct {
+		what         string
+		on, off, ser int64
+	}{
+		{"DoTx calls", on.calls, off.calls, ser.calls},
+		{"lock sessions KILLed", on.kills, off.kills, ser.kills},
+		{"zombie sections", on.zombies, off.zombies, ser.zombies},
+		{"committed (history rows)", on.committed, off.committed, ser.committed},
+		{"final counter", on.counter, off.counter, ser.counter},
+		{"lost updates", on.lost, off.lost, ser.lost},
+		{"DoTx returned nil", on.returnedNil, off.returnedNil, ser.returnedNil},
+		{"committed but reported failed", on.committedErr, off.committedErr, ser.committedErr},
+		{"reported nil, not committed", on.nilNotCommit, off.nilNotCommit, ser.nilNotCommit},
+		{"handoffs", on.handoffs, off.handoffs, ser.handoffs},
+	} {
+		t.Logf("%-32s %10d %10d %12d", row.what, row.on, row.off, row.ser)
+	}
+	t.Logf("%-32s %10v %10s %12s", "tokens increase in commit order", on.tokensOrdered, "(no tokens)", "(no tokens)")
+	if serialLocksReads(t, srv) {
+		if ser.kills == 0 || ser.zombies == 0 || ser.committed == 0 {
+			t.Errorf("serializable run: %d kills, %d zombies, %d commits: the chaos did not happen", ser.kills, ser.zombies, ser.committed)
+		}
+		if ser.lost != 0 || ser.counter != ser.committed {
+			t.Errorf("serializable: counter %d, %d committed: %d lost updates", ser.counter, ser.committed, ser.lost)
+		}
+		if ser.nilNotCommit != 0 {
+			t.Errorf("serializable: %d DoTx returned nil without committing", ser.nilNotCommit)
+		}
+	}
 
 	if on.kills == 0 || on.zombies == 0 || on.committed == 0 {
 		t.Fatalf("fenced run: %d kills, %d zombies, %d commits: the chaos did not happen", on.kills, on.zombies, on.committed)
@@ -86,22 +119,22 @@ func TestFaultFencingChaos(t *testing.T) {
 }
 
 // runFenceChaos runs the workload of TestFaultFencingChaos once.
-func runFenceChaos(t *testing.T, srv *testdb.Server, fenced bool) fenceChaos {
+func runFenceChaos(t *testing.T, srv *testdb.Server, mode chaosMode) fenceChaos {
 	const (
 		instances = 4
 		workers   = 8
 		runFor    = 4 * time.Second
 		keepAlive = 100 * time.Millisecond
 	)
-	res := fenceChaos{fenced: fenced}
+	fenced := mode == chaosFenced
+	var txOpts *sql.TxOptions
+	if mode == chaosSerializable {
+		txOpts = &sql.TxOptions{Isolation: sql.LevelSerializable}
+	}
+	res := fenceChaos{mode: mode}
 	adm := faultAdmin(t, srv.DSN)
 	ctx := testCtx(t, 2*time.Minute)
-	base := tableName(t)
-	if fenced {
-		base += "_on"
-	} else {
-		base += "_off"
-	}
+	base := tableName(t) + "_" + [...]string{"on", "off", "ser"}[mode]
 	ctr, hist := base+"_c", base+"_h"
 	for _, q := range []string{
 		"CREATE TABLE " + ctr + " (id INT PRIMARY KEY, v BIGINT NOT NULL) ENGINE=InnoDB",
@@ -175,7 +208,7 @@ func runFenceChaos(t *testing.T, srv *testdb.Server, fenced bool) fenceChaos {
 					zombie := rng.IntN(100) < 15
 					pause := time.Duration(1+rng.IntN(4)) * time.Millisecond
 					calls.Add(1)
-					err := in.locker.DoTx(ctx, key, in.app, nil, func(fctx context.Context, tx *sqlx.Tx) error {
+					err := in.locker.DoTx(ctx, key, in.app, txOpts, func(fctx context.Context, tx *sqlx.Tx) error {
 						sctx := fctx
 						if zombie {
 							zombies.Add(1)
@@ -199,7 +232,7 @@ func runFenceChaos(t *testing.T, srv *testdb.Server, fenced bool) fenceChaos {
 						mu.Unlock()
 					} else if !errors.Is(err, namedlock.ErrLockLost) && !errors.Is(err, namedlock.ErrNotAcquired) &&
 						!errors.Is(err, context.Canceled) && !errors.Is(err, sql.ErrTxDone) {
-						t.Logf("DoTx (fenced %v): %v", fenced, err) // other failures, for the record
+						t.Logf("DoTx (%v): %v", mode, err) // other failures, for the record
 					}
 				}
 			})
@@ -210,6 +243,9 @@ func runFenceChaos(t *testing.T, srv *testdb.Server, fenced bool) fenceChaos {
 	chaos.Wait()
 
 	res.calls, res.zombies, res.kills = calls.Load(), zombies.Load(), kills.Load()
+	for _, in := range insts {
+		res.handoffs += in.locker.Stats().Handoffs
+	}
 	res.returnedNil = int64(len(nilSecs))
 	if err := adm.QueryRowContext(ctx, "SELECT v FROM "+ctr+" WHERE id = 1").Scan(&res.counter); err != nil {
 		t.Fatal(err)

@@ -291,20 +291,25 @@ func (l *Locker) lostFound(s *session, loss error) {
 	l.observe(ev)
 }
 
-// handOffToFencedTx passes k at once to the first local waiter if that
-// waiter is a fenced DoTx (and the handoff bounds allow it), and returns the
-// rest of the release, to be run later (it waits for the proof and reports
-// the release); nil when it did not hand k on. A fenced DoTx calls it once
-// its own mint has locked the key's fence row: the next fenced DoTx then
-// begins and waits at its own mint, inside the server, until this
-// transaction ends, and reads what it wrote — so the lock can go before the
-// COMMIT, as InnoDB lets a row lock go. Any other waiter (a Do, an Acquire,
-// another instance at the server) gets the lock only after the COMMIT,
-// through the ordinary release.
-func (k *Lock) handOffToFencedTx() (finish func() error) {
+// handOffEarly passes k at once to the first local waiter if that waiter
+// may take it early as e says (and the handoff bounds allow it), and
+// returns the rest of the release, to be run later (it waits for the proof
+// and reports the release); nil when it did not hand k on.
+//
+// A fenced DoTx calls it, with earlyFencedTx, once its own mint has locked
+// the key's fence row: the next fenced DoTx then begins and waits at its
+// own mint, inside the server, until this transaction ends, and reads what
+// it wrote. A DoTx at SERIALIZABLE calls it, with earlySerialTx and its
+// database, once fn has returned: the next one, on the same database and
+// begun while it waited, reads only after this transaction ends what this
+// one wrote. Either way the lock can go before the COMMIT, as InnoDB lets a
+// row lock go. Any other waiter (a Do, an Acquire, another instance at the
+// server) gets the lock only after the COMMIT, through the ordinary
+// release.
+func (k *Lock) handOffEarly(e early) (finish func() error) {
 	l, q, s := k.l, k.q, k.sess
 	l.mu.Lock()
-	if k.freed || k.state != stateHeld || len(q.waiters) == 0 || !q.waiters[0].fencedTx || !q.mayHandOff(&l.cfg, l.closed) {
+	if k.freed || k.state != stateHeld || len(q.waiters) == 0 || q.waiters[0].early != e || !q.mayHandOff(&l.cfg, l.closed) {
 		l.mu.Unlock()
 		return nil
 	}

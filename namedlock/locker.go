@@ -42,6 +42,7 @@ type Locker struct {
 	bgStop  context.CancelFunc      //
 	keeper  keeper                  // the keep-alive
 	stats   counters
+	serial  serialDBs // business databases whose serializable reads lock (serialtx.go)
 }
 
 // New returns a Locker on db, which should come from [pool.Open] (a
@@ -123,21 +124,23 @@ func newLocker(b backend, cfg config) *Locker {
 // An empty key returns an error matching [ErrInvalidKey]; after
 // [Locker.Close], ErrClosed. A nil ctx panics, before anything is counted.
 func (l *Locker) Acquire(ctx context.Context, key string) (*Lock, error) {
-	return l.acquire(ctx, key, false, true)
+	return l.acquire(ctx, key, false, true, early{})
 }
 
 // TryAcquire takes the lock named by key if it is free now, and otherwise
 // returns an error matching [ErrNotAcquired] without waiting for the holder.
 // It still waits for a pool connection, within ctx.
 func (l *Locker) TryAcquire(ctx context.Context, key string) (*Lock, error) {
-	return l.acquire(ctx, key, true, true)
+	return l.acquire(ctx, key, true, true, early{})
 }
 
 // acquire takes key's lock: from a local holder or a lingering lock when it
 // can, otherwise at the server, after the callers of this Locker queued for
 // the same name before it. With fencing, mint gives the new holder its
-// token (outside any transaction: DoTx mints its own inside).
-func (l *Locker) acquire(ctx context.Context, key string, try, mint bool) (*Lock, error) {
+// token (outside any transaction: DoTx mints its own inside). e says
+// whether the lock may come to this caller before the COMMIT of a DoTx
+// holding it.
+func (l *Locker) acquire(ctx context.Context, key string, try, mint bool, e early) (*Lock, error) {
 	if ctx == nil {
 		panic("namedlock: nil Context")
 	}
@@ -152,7 +155,7 @@ func (l *Locker) acquire(ctx context.Context, key string, try, mint bool) (*Lock
 	start := time.Now()
 	l.stats.waiting.Add(1)
 	name := keyfmt.Portable(key)
-	k, handoff, err := l.take(ctx, key, name, try, l.cfg.fence != nil && !mint)
+	k, handoff, err := l.take(ctx, key, name, try, e)
 	if err == nil && mint && l.cfg.fence != nil && k.Token() == 0 {
 		err = l.mintFor(ctx, k)
 	}
@@ -211,8 +214,8 @@ func (l *Locker) mintFor(ctx context.Context, k *Lock) error {
 }
 
 // take returns a held lock, and whether it came by handoff, or an error.
-// fencedTx: the caller is a fenced DoTx.
-func (l *Locker) take(ctx context.Context, key, name string, try, fencedTx bool) (*Lock, bool, error) {
+// e: whether it may come before a holder's COMMIT.
+func (l *Locker) take(ctx context.Context, key, name string, try bool, e early) (*Lock, bool, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, false, notAcquired(ctx, key, nil)
 	}
@@ -239,7 +242,7 @@ func (l *Locker) take(ctx context.Context, key, name string, try, fencedTx bool)
 		l.mu.Unlock()
 		return nil, false, heldElsewhere(key, true)
 	}
-	w := q.push(key, fencedTx)
+	w := q.push(key, e)
 	l.mu.Unlock()
 
 	select {

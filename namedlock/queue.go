@@ -1,6 +1,9 @@
 package namedlock
 
-import "time"
+import (
+	"database/sql"
+	"time"
+)
 
 // queue is the local state of one server lock name: who holds it, whether a
 // caller is at the server for it, and who waits behind. A queue exists in
@@ -22,10 +25,35 @@ type queue struct {
 
 // waiter is a caller queued behind the busy party of a queue.
 type waiter struct {
-	ch       chan grant // buffered 1: whoever pops the waiter sends exactly once
-	key      string     // the caller's key
-	fencedTx bool       // the caller is a fenced DoTx (see Lock.handOffToFencedTx)
+	ch    chan grant // buffered 1: whoever pops the waiter sends exactly once
+	key   string     // the caller's key
+	early early      // the lock may come to it before its holder's COMMIT
 }
+
+// early says whether a waiter may be handed the lock before the holder's
+// transaction has committed (Lock.handOffEarly), because the server itself
+// will order the waiter's transaction after the holder's.
+type early struct {
+	kind earlyKind
+	db   *sql.DB // earlySerialTx: the database of the waiter's transaction
+}
+
+// earlyKind is the reason a waiter may take the lock early.
+type earlyKind uint8
+
+const (
+	// earlyNone: only after the holder's COMMIT (a Do, an Acquire, an
+	// unfenced DoTx below SERIALIZABLE).
+	earlyNone earlyKind = iota
+	// earlyFencedTx: a fenced DoTx. Its mint, its transaction's first
+	// statement, waits inside the server for the holder's fence row.
+	earlyFencedTx
+	// earlySerialTx: an unfenced DoTx at SERIALIZABLE on a server whose
+	// serializable reads lock (MySQL, MariaDB), begun while it waited. Its
+	// reads of what the holder wrote, and its writes of what the holder
+	// read, wait inside the server for the holder's row locks.
+	earlySerialTx
+)
 
 // grant is what a queued caller receives: a handed-over lock, the turn to
 // acquire at the server itself (promoted), or an error (the Locker closed).
@@ -41,10 +69,10 @@ type grant struct {
 const lingerGrace = 50 * time.Microsecond
 
 // push queues a caller for key behind the busy party.
-func (q *queue) push(key string, fencedTx bool) *waiter {
+func (q *queue) push(key string, e early) *waiter {
 	// Not pooled: a channel made inside a testing/synctest bubble must not
 	// be used outside it.
-	w := &waiter{ch: make(chan grant, 1), key: key, fencedTx: fencedTx}
+	w := &waiter{ch: make(chan grant, 1), key: key, early: e}
 	q.waiters = append(q.waiters, w)
 	return w
 }

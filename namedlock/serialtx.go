@@ -1,0 +1,130 @@
+package namedlock
+
+import (
+	"context"
+	"database/sql"
+	"sync"
+
+	"github.com/namedlock/mysql/internal/flavor"
+)
+
+// A DoTx at SERIALIZABLE (without fencing) on MySQL or MariaDB: there every
+// read of the transaction locks what it reads (InnoDB turns a plain SELECT
+// into a locking read when autocommit is off), so the server itself orders
+// two such transactions that touch the same rows: the later one's reads of
+// what the earlier wrote, and its writes of what the earlier read, wait for
+// the earlier one's COMMIT. The lock can then go to the next such DoTx as
+// soon as fn has returned, before the COMMIT, and that DoTx's first read
+// waits inside the server, as a SELECT … FOR UPDATE waits for a row lock —
+// provided its transaction was begun before the lock came (see serialTx).
+
+// serialDBs remembers, per business database, whether its serializable
+// transactions lock what they read: MySQL and MariaDB do; TiDB (which
+// refuses SERIALIZABLE or, told to, runs it as a snapshot) and the embedded
+// server do not.
+type serialDBs struct {
+	m sync.Map // *sql.DB → bool
+}
+
+// locksReads reports whether db's serializable reads lock, asking db's
+// server once.
+func (c *serialDBs) locksReads(ctx context.Context, db *sql.DB) (bool, error) {
+	if v, ok := c.m.Load(db); ok {
+		return v.(bool), nil
+	}
+	f, _, err := flavor.Detect(ctx, db)
+	if err != nil {
+		return false, err
+	}
+	ok := f == flavor.MySQL || f == flavor.MariaDB
+	c.m.Store(db, ok)
+	return ok, nil
+}
+
+// isSerializable reports whether opts asks for SERIALIZABLE.
+func isSerializable(opts *sql.TxOptions) bool {
+	return opts != nil && opts.Isolation == sql.LevelSerializable
+}
+
+// serialTx is an unfenced DoTx at SERIALIZABLE on db, whose reads lock:
+// begin, acquire, fn, then — when the next local waiter is such a DoTx on
+// the same db — hand it the lock and COMMIT beside the handoff's proof;
+// otherwise COMMIT, then release as any DoTx does.
+//
+// The transaction is begun before the lock is waited for, not after: the
+// next holder's first statement is then on its way as soon as the lock
+// comes and waits inside the server for the previous holder's COMMIT only
+// where their rows meet. Each caller waiting for the lock therefore holds
+// one connection of db meanwhile.
+//
+// Errors are those of an unfenced DoTx: fn's error, the loss of the lock
+// found before the COMMIT (rolled back), the COMMIT's error, and a loss
+// found by the release or the handoff's proof after a COMMIT (the
+// transaction committed; DoTx still reports that the lock was not held
+// throughout).
+func serialTx[T txn](l *Locker, ctx context.Context, call, key string, db *sql.DB, begin func(context.Context) (T, error), fn func(ctx context.Context, tx T) error) (err error) {
+	tx, err := begin(ctx)
+	if err != nil {
+		return fail(key, "", call+": begin: "+err.Error(), err)
+	}
+	done := false // committed, or rolled back
+	defer func() {
+		if !done {
+			_ = tx.Rollback()
+		}
+	}()
+	e := early{kind: earlySerialTx, db: db}
+	k, err := l.acquire(ctx, key, false, false, e)
+	if err != nil {
+		return err
+	}
+	locks := []*Lock{k}
+	fctx, cancel := l.sectionContext(ctx, locks)
+	defer cancel(context.Canceled)
+	finished := false
+	defer func() {
+		if !finished { // fn panicked or called runtime.Goexit
+			_ = tx.Rollback()
+			done = true
+			_ = l.releaseAll(locks)
+		}
+	}()
+	ferr := fn(fctx, tx)
+	finished = true
+	if ferr == nil {
+		ferr = k.Err()
+	}
+	if ferr != nil {
+		_ = tx.Rollback()
+		done = true
+		if rerr := l.releaseAll(locks); rerr != nil {
+			return joinErrors(rerr, ferr)
+		}
+		return ferr
+	}
+	var rerr error
+	if finish := k.handOffEarly(e); finish != nil {
+		proved := make(chan struct{})
+		go func() {
+			defer close(proved)
+			rerr = finish()
+		}()
+		err = tx.Commit()
+		<-proved
+	} else {
+		err = tx.Commit()
+		rerr = l.releaseAll(locks)
+	}
+	done = true
+	if err != nil {
+		if lost := k.Err(); lost != nil {
+			err = alsoMatching(lost, err)
+		} else {
+			err = fail(key, "", call+": commit: "+err.Error(), err)
+		}
+	}
+	if rerr != nil {
+		return joinErrors(rerr, err)
+	}
+	return err
+}

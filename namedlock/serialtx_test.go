@@ -1,0 +1,309 @@
+package namedlock_test
+
+import (
+	"context"
+	"database/sql"
+	"database/sql/driver"
+	"errors"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/go-sql-driver/mysql"
+	"github.com/jmoiron/sqlx"
+
+	"github.com/namedlock/mysql/internal/flavor"
+	"github.com/namedlock/mysql/internal/testdb"
+	"github.com/namedlock/mysql/keyfmt"
+	"github.com/namedlock/mysql/namedlock"
+)
+
+// serialLocksReads reports whether srv's serializable transactions lock
+// what they read (MySQL, MariaDB): where a DoTx at SERIALIZABLE hands its
+// lock on before its COMMIT.
+func serialLocksReads(t testing.TB, srv *testdb.Server) bool {
+	t.Helper()
+	return srv.Flavor == flavor.MySQL || srv.Flavor == flavor.MariaDB
+}
+
+// gatedDB opens a pool on dsn whose COMMITs wait, while the gate is
+// closed, before they are sent: the real server sees them late. close(gate)
+// lets them go; commits counts the COMMITs sent.
+func gatedDB(t testing.TB, dsn string) (db *sql.DB, gate chan struct{}, commits *atomic.Int64) {
+	t.Helper()
+	cfg, err := mysql.ParseDSN(dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.InterpolateParams = true
+	inner, err := mysql.NewConnector(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := &gatedConnector{Connector: inner, gate: make(chan struct{}), commits: new(atomic.Int64)}
+	db = sql.OpenDB(g)
+	t.Cleanup(func() { _ = db.Close() })
+	return db, g.gate, g.commits
+}
+
+type gatedConnector struct {
+	driver.Connector
+	gate    chan struct{}
+	commits *atomic.Int64
+}
+
+func (g *gatedConnector) Connect(ctx context.Context) (driver.Conn, error) {
+	c, err := g.Connector.Connect(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return &gatedConn{Conn: c, g: g}, nil
+}
+
+// gatedConn forwards everything database/sql uses to the driver's
+// connection; only its transactions' Commit waits for the gate.
+type gatedConn struct {
+	driver.Conn
+	g *gatedConnector
+}
+
+func (c *gatedConn) BeginTx(ctx context.Context, opts driver.TxOptions) (driver.Tx, error) {
+	tx, err := c.Conn.(driver.ConnBeginTx).BeginTx(ctx, opts)
+	if err != nil {
+		return nil, err
+	}
+	return &gatedTx{Tx: tx, g: c.g}, nil
+}
+
+func (c *gatedConn) ExecContext(ctx context.Context, q string, args []driver.NamedValue) (driver.Result, error) {
+	return c.Conn.(driver.ExecerContext).ExecContext(ctx, q, args)
+}
+
+func (c *gatedConn) QueryContext(ctx context.Context, q string, args []driver.NamedValue) (driver.Rows, error) {
+	return c.Conn.(driver.QueryerContext).QueryContext(ctx, q, args)
+}
+
+func (c *gatedConn) CheckNamedValue(nv *driver.NamedValue) error {
+	return c.Conn.(driver.NamedValueChecker).CheckNamedValue(nv)
+}
+
+func (c *gatedConn) ResetSession(ctx context.Context) error {
+	return c.Conn.(driver.SessionResetter).ResetSession(ctx)
+}
+
+func (c *gatedConn) IsValid() bool { return c.Conn.(driver.Validator).IsValid() }
+
+type gatedTx struct {
+	driver.Tx
+	g *gatedConnector
+}
+
+func (t *gatedTx) Commit() error {
+	<-t.g.gate
+	t.g.commits.Add(1)
+	return t.Tx.Commit()
+}
+
+// TestSerializableHandsOnBeforeCommit: a DoTx at SERIALIZABLE whose COMMIT
+// is held back hands the lock to the next DoTx at SERIALIZABLE of its
+// Locker on the same database as soon as its fn returns. That one's fn
+// starts before the first COMMIT is sent; its read of the row the first
+// wrote waits inside the server and, once the COMMIT is let go, returns the
+// committed value. Without SERIALIZABLE, the next fn does not start until
+// the COMMIT is sent. Fails on a DoTx that releases only after its COMMIT
+// (B never starts while the gate is closed) and on an early handoff that
+// lets B read before A's COMMIT (B reads 0).
+func TestSerializableHandsOnBeforeCommit(t *testing.T) {
+	leakCheck(t)
+	srv := testdb.RequireReal(t)
+	if !serialLocksReads(t, srv) {
+		t.Skipf("%s: serializable reads do not lock there; DoTx keeps its lock until its COMMIT (TestSerializableWithoutLockingReads)", srv.Name)
+	}
+	for _, tc := range []struct {
+		name      string
+		isolation sql.IsolationLevel
+		early     bool
+	}{
+		{"serializable", sql.LevelSerializable, true},
+		{"repeatable-read", sql.LevelRepeatableRead, false},
+		{"default", sql.LevelDefault, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			db, gate, commits := gatedDB(t, srv.DSN)
+			dbx := sqlx.NewDb(db, "mysql")
+			ctx := testCtx(t, time.Minute)
+			table := tableName(t)
+			adm := testdb.OpenDB(t, srv.DSN)
+			if _, err := adm.ExecContext(ctx, "CREATE TABLE "+table+" (id INT PRIMARY KEY, v BIGINT NOT NULL) ENGINE=InnoDB"); err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { _, _ = adm.Exec("DROP TABLE IF EXISTS " + table) })
+			if _, err := adm.ExecContext(ctx, "INSERT INTO "+table+" VALUES (1, 0)"); err != nil {
+				t.Fatal(err)
+			}
+			// A turn long enough for the held-back COMMIT: the lock is
+			// handed on, early or after the COMMIT, not given back.
+			l := newInstance(t, srv.DSN, namedlock.WithHandoff(namedlock.DefaultMaxHandoffs, time.Minute)).locker
+			key := keyfmt.Key(table, 1)
+			opts := &sql.TxOptions{Isolation: tc.isolation}
+
+			aWrote := make(chan struct{})
+			bStarted := make(chan struct{})
+			var bRead atomic.Int64
+			bRead.Store(-1)
+			var wg sync.WaitGroup
+			var aErr, bErr error
+			wg.Go(func() {
+				aErr = l.DoSQLTx(ctx, key, db, opts, func(ctx context.Context, tx *sql.Tx) error {
+					if _, err := tx.ExecContext(ctx, "UPDATE "+table+" SET v = v + 1 WHERE id = 1"); err != nil {
+						return err
+					}
+					close(aWrote)
+					waitQueued(t, l, 1) // B waits for the lock before A's fn returns
+					return nil
+				})
+			})
+			<-aWrote
+			wg.Go(func() {
+				bErr = l.DoTx(ctx, key, dbx, opts, func(ctx context.Context, tx *sqlx.Tx) error {
+					close(bStarted)
+					var v int64
+					if err := tx.QueryRowContext(ctx, "SELECT v FROM "+table+" WHERE id = 1").Scan(&v); err != nil {
+						return err
+					}
+					bRead.Store(v)
+					return nil
+				})
+			})
+			started := false
+			select {
+			case <-bStarted:
+				started = true
+			case <-time.After(2 * time.Second):
+			}
+			if started != tc.early {
+				t.Errorf("the next DoTx's fn started before the first COMMIT was sent: %v, want %v", started, tc.early)
+			}
+			if tc.early {
+				// B's read waits inside the server for A's row lock.
+				time.Sleep(200 * time.Millisecond)
+				if v := bRead.Load(); v != -1 {
+					t.Errorf("the next DoTx read %d before the first COMMIT was sent", v)
+				}
+			}
+			if n := commits.Load(); n != 0 {
+				t.Errorf("%d COMMITs sent with the gate closed", n)
+			}
+			close(gate)
+			wg.Wait()
+			if aErr != nil || bErr != nil {
+				t.Fatalf("DoTx: first %v, next %v", aErr, bErr)
+			}
+			if v := bRead.Load(); v != 1 {
+				t.Errorf("the next DoTx read %d, want 1: the first one's committed write", v)
+			}
+			if s := l.Stats(); s.Handoffs != 1 {
+				t.Errorf("Stats.Handoffs = %d, want 1", s.Handoffs)
+			}
+		})
+	}
+}
+
+// waitQueued waits until n callers of l wait for a lock.
+func waitQueued(t testing.TB, l *namedlock.Locker, n int) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for l.Stats().Waiting < n {
+		if time.Now().After(deadline) {
+			t.Errorf("%d callers waiting after 10 s, want %d", l.Stats().Waiting, n)
+			return
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// TestSerializableLostUpdates: 16 goroutines of one Locker increment one
+// counter through DoTx at SERIALIZABLE, reading it with a plain SELECT and
+// writing it back plus one: the counter ends at the number of DoTx that
+// returned nil, and most locks were handed on without the server.
+func TestSerializableLostUpdates(t *testing.T) {
+	leakCheck(t)
+	srv := testdb.RequireReal(t)
+	ctx := testCtx(t, 2*time.Minute)
+	app := testdb.OpenDB(t, srv.DSN)
+	appx := sqlx.NewDb(app, "mysql")
+	table := tableName(t)
+	if _, err := app.ExecContext(ctx, "CREATE TABLE "+table+" (id INT PRIMARY KEY, v BIGINT NOT NULL) ENGINE=InnoDB"); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _, _ = app.Exec("DROP TABLE IF EXISTS " + table) })
+	if _, err := app.ExecContext(ctx, "INSERT INTO "+table+" VALUES (1, 0)"); err != nil {
+		t.Fatal(err)
+	}
+	l := newInstance(t, srv.DSN).locker
+	key := keyfmt.Key(table, 1)
+	opts := &sql.TxOptions{Isolation: sql.LevelSerializable}
+	const workers, each = 16, 25
+	var ok atomic.Int64
+	var wg sync.WaitGroup
+	for range workers {
+		wg.Go(func() {
+			for range each {
+				err := l.DoTx(ctx, key, appx, opts, func(ctx context.Context, tx *sqlx.Tx) error {
+					var v int64
+					if err := tx.QueryRowContext(ctx, "SELECT v FROM "+table+" WHERE id = 1").Scan(&v); err != nil {
+						return err
+					}
+					_, err := tx.ExecContext(ctx, "UPDATE "+table+" SET v = ? WHERE id = 1", v+1)
+					return err
+				})
+				if err != nil {
+					t.Errorf("DoTx: %v", err)
+					return
+				}
+				ok.Add(1)
+			}
+		})
+	}
+	wg.Wait()
+	var v int64
+	if err := app.QueryRowContext(ctx, "SELECT v FROM "+table+" WHERE id = 1").Scan(&v); err != nil {
+		t.Fatal(err)
+	}
+	s := l.Stats()
+	t.Logf("%d DoTx returned nil, counter %d, %d handoffs, %d server acquisitions", ok.Load(), v, s.Handoffs, s.ServerAcquisitions)
+	if v != ok.Load() || v != workers*each {
+		t.Errorf("counter %d, %d DoTx returned nil, want both %d: lost updates", v, ok.Load(), workers*each)
+	}
+	if s.Handoffs == 0 {
+		t.Error("no handoff: the lock went back to the server every time")
+	}
+}
+
+// TestSerializableMisuse: a DoTx at SERIALIZABLE with an empty key, a nil
+// fn or the lock pool as db is refused before anything is begun.
+func TestSerializableMisuse(t *testing.T) {
+	leakCheck(t)
+	srv := testdb.RequireReal(t)
+	ctx := testCtx(t, 30*time.Second)
+	db, _, commits := gatedDB(t, srv.DSN)
+	in := newInstance(t, srv.DSN)
+	opts := &sql.TxOptions{Isolation: sql.LevelSerializable}
+	fn := func(context.Context, *sql.Tx) error { return nil }
+	for name, err := range map[string]error{
+		"empty key": in.locker.DoSQLTx(ctx, "", db, opts, fn),
+		"nil fn":    in.locker.DoSQLTx(ctx, "k", db, opts, nil),
+		"lock pool": in.locker.DoSQLTx(ctx, "k", in.db, opts, fn),
+	} {
+		if !errors.Is(err, namedlock.ErrInvalidArgument) {
+			t.Errorf("%s: %v, want ErrInvalidArgument", name, err)
+		}
+	}
+	if s := db.Stats(); s.OpenConnections != 0 || commits.Load() != 0 {
+		t.Errorf("the business pool was used: %d connections open", s.OpenConnections)
+	}
+	if s := in.locker.Stats(); s.Acquired != 0 || s.NotAcquired != 0 {
+		t.Errorf("Stats moved: %+v", s)
+	}
+}
