@@ -15,6 +15,9 @@
 #   NAMEDLOCK_BENCH_HANDOFF=64,10ms ./bench.sh   # other handoff bounds
 #   NAMEDLOCK_BENCH_CONTENDERS=fenced-dotx,forupdate,forupdate-plus1 BENCH='UseCaseHotKey' ./bench.sh
 #                                                # only those use-case contenders
+#   NAMEDLOCK_BENCH_VARIANT=256,50ms BENCH='UseCaseHotKey' ./bench.sh
+#                                                # adds fenced-dotx-b and serial-dotx-b: the same on
+#                                                # Lockers with other handoff bounds, paired
 #
 # Extra arguments go to `go test` (e.g. -cpuprofile cpu.out). Timing is never
 # pass/fail: the exit status is go test's.

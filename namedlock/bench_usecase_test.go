@@ -3,7 +3,7 @@ package namedlock_test
 // The use-case benchmarks (issue 12): the critical section this project is
 // built for, not an empty one. Every section sells one unit of a product:
 // it reads the stock and writes stock − 1 on the application's primary pool,
-// committed durably (the server's defaults: no relaxed flushing). Six
+// committed durably (the server's defaults: no relaxed flushing). Eight
 // contenders sell, alternately in rounds of one run, each from its own
 // product rows (own ids, own lock names), so that they never wait for each
 // other:
@@ -14,6 +14,9 @@ package namedlock_test
 //   - do: Locker.Do, the same transaction inside, on fn's ctx;
 //   - dotx: Locker.DoTx, SELECT and UPDATE in fn;
 //   - fenced-dotx: the same on a Locker WithFencing on the primary pool;
+//   - serial-dotx: dotx at SERIALIZABLE (sql.LevelSerializable): the
+//     transaction begun before the wait, the lock handed on when fn returns
+//     (where the server's serializable reads lock: MySQL, MariaDB);
 //   - forupdate: BEGIN; SELECT stock … FOR UPDATE; UPDATE; COMMIT, with no
 //     named lock: what a user would write instead;
 //   - forupdate-plus1: the same with one more statement (SELECT 1) between
@@ -35,7 +38,7 @@ package namedlock_test
 // successful sections, none below zero; otherwise the benchmark fails.
 //
 // b.N is the number of sections per contender, split over the rounds; ns/op
-// is the wall time of all six contenders over b.N.
+// is the wall time of all the contenders over b.N.
 
 import (
 	"context"
@@ -334,7 +337,7 @@ const benchContendersEnv = "NAMEDLOCK_BENCH_CONTENDERS"
 // it in one alternating run (fenced-dotx-b/fenced-dotx-med).
 const benchVariantEnv = "NAMEDLOCK_BENCH_VARIANT"
 
-// usecaseContenders returns the seven contenders (or those named by
+// usecaseContenders returns the eight contenders (nine with $NAMEDLOCK_BENCH_VARIANT) (or those named by
 // $NAMEDLOCK_BENCH_CONTENDERS), their product ids apart.
 func usecaseContenders(uc useCase, insts []*usecaseInstance) []*contender {
 	names := []string{"raw", "do", "dotx", "fenced-dotx", "serial-dotx", "forupdate", "forupdate-plus1", "ceiling"}

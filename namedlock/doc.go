@@ -43,6 +43,15 @@
 // returns from Release once one ownership check, shared with the holders
 // before it, proves the session still held the lock after its release.
 //
+// A DoTx hands the lock on after its COMMIT, so that the next holder sees
+// what it wrote. Two kinds hand it on earlier, to a waiter of their own
+// kind, because the server itself then orders the two transactions: a
+// fenced DoTx once its mint holds the key's fence row (see Fencing), and a
+// DoTx at SERIALIZABLE on MySQL or MariaDB, begun while it waited, once fn
+// has returned (see [Locker.DoTx]). On one hot key this is what lets the
+// next transaction start while the last one's COMMIT is on its way, as
+// transactions queued on a row lock do.
+//
 // A wait that ends because ctx ended returns an error matching both
 // [ErrNotAcquired] and ctx.Err(). The driver only closes its socket on
 // cancellation and the server would keep the session waiting (and could even
@@ -164,7 +173,8 @@
 // interfaces that the ordering tests fake; stmt.go runs its statements on
 // the driver connection; killer.go ends the sessions of cancelled waits.
 // fence.go mints fencing tokens; do.go and dotx.go wrap critical sections
-// (dosqltx.go is DoTx's database/sql form, on the same code); event.go and
+// (dosqltx.go is DoTx's database/sql form, on the same code; serialtx.go is
+// DoTx at SERIALIZABLE, handing its lock on before its COMMIT); event.go and
 // stats.go are what an observer and Stats see (the metrics adapters live in
 // the subpackages promlock and otellock, so that this one imports neither).
 package namedlock

@@ -39,6 +39,23 @@ import (
 // when the transaction committed and an error exactly when it rolled back;
 // a loss of the named lock after the mint does not fail work the fence kept
 // safe, and is reported through [Locker.Stats] and the observer instead.
+//
+// At SERIALIZABLE (opts.Isolation is [sql.LevelSerializable]), without
+// fencing, on MySQL and MariaDB: there every read of a transaction locks
+// what it reads, so a later transaction's reads of what an earlier one
+// wrote, and its writes of what the earlier one read, wait inside the
+// server until the earlier one commits. DoTx then begins its transaction
+// before it waits for the lock, and hands the lock to the next DoTx at
+// SERIALIZABLE of this Locker on the same db as soon as fn returns, before
+// its own COMMIT; that one's first read of a row this one wrote waits for
+// this COMMIT inside the server, as a SELECT … FOR UPDATE waits for a row
+// lock. As with such transactions, each caller holds one connection of db
+// while it waits (size db for its callers), and fn must read through tx: a
+// read through db itself may not see the previous holder's commit yet. The
+// server orders these transactions even when the named lock is lost (two
+// that conflict then may end in a deadlock error instead); the errors are
+// those of DoTx without fencing. On other servers, and with fencing, the
+// isolation level changes nothing here.
 func (l *Locker) DoTx(ctx context.Context, key string, db *sqlx.DB, opts *sql.TxOptions, fn func(ctx context.Context, tx *sqlx.Tx) error) error {
 	if db == nil || db.DB == nil {
 		return fail("", "", "invalid argument: DoTx: nil *sqlx.DB", ErrInvalidArgument)
