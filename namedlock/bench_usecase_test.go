@@ -206,15 +206,13 @@ func runUseCase(b *testing.B, uc useCase) []*contender {
 		in.plain = newInstanceWithPool(b, poolOpts, benchOptions(b)...)
 		in.fenced = newInstanceWithPool(b, poolOpts, append(benchOptions(b), namedlock.WithFencing(in.app, fence))...)
 		if v := os.Getenv(benchVariantEnv); v != "" {
-			opts := append(benchOptions(b), namedlock.WithFencing(in.app, fence), namedlock.WithExperimentForTest())
-			if n, d, ok := strings.Cut(v, ","); ok { // other handoff bounds instead
-				count, err1 := strconv.Atoi(n)
-				dur, err2 := time.ParseDuration(d)
-				if err1 != nil || err2 != nil {
-					b.Fatalf("%s=%q: want 1, or count,duration", benchVariantEnv, v)
-				}
-				opts = append(benchOptions(b), namedlock.WithFencing(in.app, fence), namedlock.WithHandoff(count, dur))
+			n, d, _ := strings.Cut(v, ",")
+			count, err1 := strconv.Atoi(n)
+			dur, err2 := time.ParseDuration(d)
+			if err1 != nil || err2 != nil {
+				b.Fatalf("%s=%q: want count,duration (the variant Lockers' handoff bounds)", benchVariantEnv, v)
 			}
+			opts := append(benchOptions(b), namedlock.WithFencing(in.app, fence), namedlock.WithHandoff(count, dur))
 			in.variant = newInstanceWithPool(b, poolOpts, opts...)
 			in.variantPlain = newInstanceWithPool(b, poolOpts, append(benchOptions(b), opts[len(opts)-1])...)
 		}
@@ -330,15 +328,16 @@ func usecaseWatchdog(b *testing.B) (context.Context, *atomic.Int64, func()) {
 // be among them.
 const benchContendersEnv = "NAMEDLOCK_BENCH_CONTENDERS"
 
-// benchVariantEnv, when set, adds the contender fenced-dotx-b: fenced-dotx
-// on a Locker with the change under measurement switched on
-// (WithExperimentForTest; value 1), or with other handoff bounds (value
-// count,duration), so that a change is measured against the code without
-// it in one alternating run (fenced-dotx-b/fenced-dotx-med).
+// benchVariantEnv, when set to count,duration, adds the contenders
+// fenced-dotx-b and serial-dotx-b: fenced-dotx and serial-dotx on Lockers
+// with those handoff bounds (WithHandoff), so that other bounds are
+// measured against the defaults in one alternating run
+// (fenced-dotx-b/fenced-dotx-med, serial-dotx-b/serial-dotx-med).
 const benchVariantEnv = "NAMEDLOCK_BENCH_VARIANT"
 
-// usecaseContenders returns the eight contenders (nine with $NAMEDLOCK_BENCH_VARIANT) (or those named by
-// $NAMEDLOCK_BENCH_CONTENDERS), their product ids apart.
+// usecaseContenders returns the eight contenders, ten with
+// $NAMEDLOCK_BENCH_VARIANT (or those named by $NAMEDLOCK_BENCH_CONTENDERS),
+// their product ids apart.
 func usecaseContenders(uc useCase, insts []*usecaseInstance) []*contender {
 	names := []string{"raw", "do", "dotx", "fenced-dotx", "serial-dotx", "forupdate", "forupdate-plus1", "ceiling"}
 	if os.Getenv(benchVariantEnv) != "" {

@@ -45,10 +45,6 @@ type config struct {
 	releaseTimeout time.Duration
 	observer       func(Event)
 	fence          *fenceTable // nil without fencing
-	// experiment switches on a change under measurement (set only by
-	// tests, through WithExperimentForTest): the benchmarks' paired
-	// variant contender runs it beside the unchanged code.
-	experiment bool
 }
 
 func defaultConfig() config {
