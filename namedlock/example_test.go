@@ -2,11 +2,13 @@ package namedlock_test
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"fmt"
 	"log"
 	"os"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/jmoiron/sqlx"
@@ -187,6 +189,63 @@ func ExampleLocker_DoTx() {
 	// <nil>
 	// <nil>
 	// out of stock
+}
+
+// ExampleLocker_DoTx_serializable sells from one hot product with 8
+// goroutines, each in a DoTx at SERIALIZABLE: on MySQL and MariaDB each
+// DoTx begins its transaction while it waits, and gets the lock as soon as
+// the previous holder's fn returns; its plain SELECT then waits inside the
+// server for that holder's COMMIT, as a SELECT … FOR UPDATE would.
+func ExampleLocker_DoTx_serializable() {
+	lockDB, err := pool.Open(exampleDSN())
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer lockDB.Close()
+	primary, err := sqlx.Open("mysql", exampleDSN())
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer primary.Close()
+	table := "namedlock_example_hot_" + exampleID
+	ctx := context.Background()
+	if _, err := primary.ExecContext(ctx, "CREATE TABLE "+table+" (id INT PRIMARY KEY, qty INT NOT NULL)"); err != nil {
+		log.Fatal(err)
+	}
+	defer primary.ExecContext(ctx, "DROP TABLE "+table)
+	if _, err := primary.ExecContext(ctx, "INSERT INTO "+table+" VALUES (42, 100)"); err != nil {
+		log.Fatal(err)
+	}
+
+	locker := namedlock.New(lockDB)
+	defer locker.Close()
+	serializable := &sql.TxOptions{Isolation: sql.LevelSerializable}
+	sell := func(ctx context.Context, tx *sqlx.Tx) error {
+		var qty int // read through tx: this read waits for the previous holder's COMMIT
+		if err := tx.GetContext(ctx, &qty, "SELECT qty FROM "+table+" WHERE id = ?", 42); err != nil {
+			return err
+		}
+		_, err := tx.ExecContext(ctx, "UPDATE "+table+" SET qty = ? WHERE id = ?", qty-1, 42)
+		return err
+	}
+	var wg sync.WaitGroup
+	for range 8 {
+		wg.Go(func() {
+			for range 10 {
+				if err := locker.DoTx(ctx, "product/"+exampleID+"/hot", primary, serializable, sell); err != nil {
+					log.Print(err)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	var left int
+	if err := primary.GetContext(ctx, &left, "SELECT qty FROM "+table+" WHERE id = 42"); err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println("left:", left)
+	// Output:
+	// left: 20
 }
 
 // ExampleWithFencing decrements a stock in a fenced DoTx: the transaction's

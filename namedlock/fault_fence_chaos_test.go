@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/go-sql-driver/mysql"
 	"github.com/jmoiron/sqlx"
 
 	"github.com/namedlock/mysql/internal/testdb"
@@ -31,6 +32,7 @@ type fenceChaos struct {
 	tokensOrdered bool  // committed tokens strictly increase in commit order
 	lost          int64 // lost updates: committed - counter
 	handoffs      int64 // locks passed on without the server (Stats.Handoffs)
+	deadlocks     int64 // DoTx whose transaction the server rolled back (error 1213)
 }
 
 // chaosMode is the kind of DoTx a fencing chaos run uses.
@@ -86,6 +88,7 @@ func TestFaultFencingChaos(t *testing.T) {
 		{"DoTx returned nil", on.returnedNil, off.returnedNil, ser.returnedNil},
 		{"committed but reported failed", on.committedErr, off.committedErr, ser.committedErr},
 		{"reported nil, not committed", on.nilNotCommit, off.nilNotCommit, ser.nilNotCommit},
+		{"rolled back by a deadlock (1213)", on.deadlocks, off.deadlocks, ser.deadlocks},
 		{"handoffs", on.handoffs, off.handoffs, ser.handoffs},
 	} {
 		t.Logf("%-32s %10d %10d %12d", row.what, row.on, row.off, row.ser)
@@ -193,6 +196,7 @@ func runFenceChaos(t *testing.T, srv *testdb.Server, mode chaosMode) fenceChaos 
 
 	var (
 		seq, calls, zombies atomic.Int64
+		deadlocks           atomic.Int64
 		mu                  sync.Mutex
 		nilSecs             = map[int64]bool{}
 		wg                  sync.WaitGroup
@@ -226,10 +230,13 @@ func runFenceChaos(t *testing.T, srv *testdb.Server, mode chaosMode) fenceChaos 
 						_, err := tx.ExecContext(sctx, "INSERT INTO "+hist+" (sec, token) VALUES (?, ?)", sec, tok)
 						return err
 					})
+					var me *mysql.MySQLError
 					if err == nil {
 						mu.Lock()
 						nilSecs[sec] = true
 						mu.Unlock()
+					} else if errors.As(err, &me) && me.Number == 1213 {
+						deadlocks.Add(1) // the server rolled it back: a conflict it could not order
 					} else if !errors.Is(err, namedlock.ErrLockLost) && !errors.Is(err, namedlock.ErrNotAcquired) &&
 						!errors.Is(err, context.Canceled) && !errors.Is(err, sql.ErrTxDone) {
 						t.Logf("DoTx (%v): %v", mode, err) // other failures, for the record
@@ -242,7 +249,7 @@ func runFenceChaos(t *testing.T, srv *testdb.Server, mode chaosMode) fenceChaos 
 	close(stop)
 	chaos.Wait()
 
-	res.calls, res.zombies, res.kills = calls.Load(), zombies.Load(), kills.Load()
+	res.calls, res.zombies, res.kills, res.deadlocks = calls.Load(), zombies.Load(), kills.Load(), deadlocks.Load()
 	for _, in := range insts {
 		res.handoffs += in.locker.Stats().Handoffs
 	}
