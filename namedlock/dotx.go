@@ -88,14 +88,6 @@ func (l *Locker) txArgs(call string, db *sql.DB, nilFunc bool) error {
 	return nil
 }
 
-// txn is what DoTx needs of a transaction: *sqlx.Tx (DoTx) and *sql.Tx
-// (DoSQLTx) share one implementation over it.
-type txn interface {
-	execer
-	Commit() error
-	Rollback() error
-}
-
 // doTx is DoTx and DoSQLTx on db, whose transactions begin begins.
 // serializable: the transaction is asked for at SERIALIZABLE.
 func doTx[T txn](l *Locker, ctx context.Context, call, key string, db *sql.DB, serializable bool, begin func(context.Context) (T, error), fn func(ctx context.Context, tx T) error) error {

@@ -3,9 +3,6 @@ package namedlock
 import (
 	"context"
 	"database/sql"
-	"sync"
-
-	"github.com/namedlock/mysql/internal/flavor"
 )
 
 // A DoTx at SERIALIZABLE (without fencing) on MySQL or MariaDB: there every
@@ -17,34 +14,6 @@ import (
 // soon as fn has returned, before the COMMIT, and that DoTx's first read
 // waits inside the server, as a SELECT … FOR UPDATE waits for a row lock —
 // provided its transaction was begun before the lock came (see serialTx).
-
-// serialDBs remembers, per business database, whether its serializable
-// transactions lock what they read: MySQL and MariaDB do; TiDB (which
-// refuses SERIALIZABLE or, told to, runs it as a snapshot) and the embedded
-// server do not.
-type serialDBs struct {
-	m sync.Map // *sql.DB → bool
-}
-
-// locksReads reports whether db's serializable reads lock, asking db's
-// server once.
-func (c *serialDBs) locksReads(ctx context.Context, db *sql.DB) (bool, error) {
-	if v, ok := c.m.Load(db); ok {
-		return v.(bool), nil
-	}
-	f, _, err := flavor.Detect(ctx, db)
-	if err != nil {
-		return false, err
-	}
-	ok := f == flavor.MySQL || f == flavor.MariaDB
-	c.m.Store(db, ok)
-	return ok, nil
-}
-
-// isSerializable reports whether opts asks for SERIALIZABLE.
-func isSerializable(opts *sql.TxOptions) bool {
-	return opts != nil && opts.Isolation == sql.LevelSerializable
-}
 
 // serialTx is an unfenced DoTx at SERIALIZABLE on db, whose reads lock:
 // begin, acquire, fn, then — when the next local waiter is such a DoTx on
