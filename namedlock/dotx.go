@@ -113,7 +113,7 @@ func doTx[T txn](l *Locker, ctx context.Context, call, key string, db *sql.DB, s
 			return serialTx(l, ctx, call, key, db, begin, fn)
 		}
 	}
-	k, err := l.acquire(ctx, key, false, false, early{})
+	k, err := l.acquire(ctx, key, false, false, early{kind: earlyNone})
 	if err != nil {
 		return err
 	}

@@ -124,14 +124,14 @@ func newLocker(b backend, cfg config) *Locker {
 // An empty key returns an error matching [ErrInvalidKey]; after
 // [Locker.Close], ErrClosed. A nil ctx panics, before anything is counted.
 func (l *Locker) Acquire(ctx context.Context, key string) (*Lock, error) {
-	return l.acquire(ctx, key, false, true, early{})
+	return l.acquire(ctx, key, false, true, early{kind: earlyNone})
 }
 
 // TryAcquire takes the lock named by key if it is free now, and otherwise
 // returns an error matching [ErrNotAcquired] without waiting for the holder.
 // It still waits for a pool connection, within ctx.
 func (l *Locker) TryAcquire(ctx context.Context, key string) (*Lock, error) {
-	return l.acquire(ctx, key, true, true, early{})
+	return l.acquire(ctx, key, true, true, early{kind: earlyNone})
 }
 
 // acquire takes key's lock: from a local holder or a lingering lock when it
