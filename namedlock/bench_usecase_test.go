@@ -111,7 +111,9 @@ func BenchmarkUseCaseHotKey(b *testing.B) {
 // callers only pile up when b.N/5 is well above 256 (the depth is reported
 // as sections/round/caller); a share is only meaningful over many handoff
 // periods. Five rounds, the fewest the targets allow, keep the
-// rounds as deep as b.N permits.
+// rounds as deep as b.N permits, and ./bench.sh runs it with a longer
+// -benchtime than the others (10 s: about 2.7 sections per caller per
+// round here).
 //
 // The raw contender's pool is bounded like the primary pool: an instance's
 // 128 raw callers share its 32 pinned connections, the others waiting in
