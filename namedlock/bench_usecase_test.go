@@ -358,7 +358,7 @@ func usecaseContenders(uc useCase, insts []*usecaseInstance) []*contender {
 		}
 		cs = append(cs, &contender{
 			name:  n,
-			named: n == "raw" || n == "do" || strings.HasSuffix(n, "dotx") || n == "fenced-dotx-b",
+			named: n == "raw" || n == "do" || strings.Contains(n, "dotx"),
 			base:  (i + 1) * usecaseIDs,
 			per:   make([]atomic.Int64, len(insts)),
 		})
