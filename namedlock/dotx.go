@@ -107,6 +107,9 @@ func doTx[T txn](l *Locker, ctx context.Context, call, key string, db *sql.DB, s
 		}
 		ok, err := l.serial.locksReads(ctx, db)
 		if err != nil {
+			if ctx.Err() != nil {
+				return notAcquired(ctx, key, nil)
+			}
 			return fail(key, "", call+": learn the kind of server of db: "+err.Error(), err)
 		}
 		if ok {

@@ -34,6 +34,9 @@ import (
 func serialTx[T txn](l *Locker, ctx context.Context, call, key string, db *sql.DB, begin func(context.Context) (T, error), fn func(ctx context.Context, tx T) error) (err error) {
 	tx, err := begin(ctx)
 	if err != nil {
+		if ctx.Err() != nil { // ended before the wait could start
+			return notAcquired(ctx, key, nil)
+		}
 		return fail(key, "", call+": begin: "+err.Error(), err)
 	}
 	done := false // committed, or rolled back

@@ -310,3 +310,79 @@ func TestSerializableMisuse(t *testing.T) {
 		t.Errorf("Stats moved: %+v", s)
 	}
 }
+
+// TestSerializablePanicsAndCancels: a DoTx at SERIALIZABLE whose fn panics
+// rolls back, releases and lets the panic go on; one whose ctx is already
+// cancelled (before it could begin, or while it waits behind a holder)
+// returns ErrNotAcquired with ctx.Err() and leaves no transaction or
+// connection behind.
+func TestSerializablePanicsAndCancels(t *testing.T) {
+	leakCheck(t)
+	srv := testdb.RequireReal(t)
+	if !serialLocksReads(t, srv) {
+		t.Skipf("%s: serializable reads do not lock there (TiDB refuses SERIALIZABLE: error 8048)", srv.Name)
+	}
+	ctx := testCtx(t, time.Minute)
+	app := testdb.OpenDB(t, srv.DSN)
+	table := tableName(t)
+	if _, err := app.ExecContext(ctx, "CREATE TABLE "+table+" (id INT PRIMARY KEY, v BIGINT NOT NULL) ENGINE=InnoDB"); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _, _ = app.Exec("DROP TABLE IF EXISTS " + table) })
+	if _, err := app.ExecContext(ctx, "INSERT INTO "+table+" VALUES (1, 0)"); err != nil {
+		t.Fatal(err)
+	}
+	l := newInstance(t, srv.DSN).locker
+	key := keyfmt.Key(table, 1)
+	opts := &sql.TxOptions{Isolation: sql.LevelSerializable}
+
+	func() {
+		defer func() {
+			if r := recover(); r != "boom" {
+				t.Errorf("recovered %v, want the panic of fn", r)
+			}
+		}()
+		_ = l.DoSQLTx(ctx, key, app, opts, func(ctx context.Context, tx *sql.Tx) error {
+			if _, err := tx.ExecContext(ctx, "UPDATE "+table+" SET v = 7 WHERE id = 1"); err != nil {
+				return err
+			}
+			panic("boom")
+		})
+	}()
+	var v int64
+	if err := app.QueryRowContext(ctx, "SELECT v FROM "+table+" WHERE id = 1").Scan(&v); err != nil || v != 0 {
+		t.Errorf("after the panic: v = %d (%v), want 0: rolled back", v, err)
+	}
+
+	cancelled, cancel := context.WithCancel(ctx)
+	cancel()
+	err := l.DoSQLTx(cancelled, key, app, opts, func(context.Context, *sql.Tx) error { return nil })
+	if !errors.Is(err, namedlock.ErrNotAcquired) || !errors.Is(err, context.Canceled) {
+		t.Errorf("cancelled before: %v, want ErrNotAcquired and context.Canceled", err)
+	}
+
+	// A holder at another level keeps the lock; a serializable DoTx waits
+	// behind it, its transaction begun, until its ctx ends.
+	held, err := l.Acquire(ctx, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wctx, wcancel := context.WithTimeout(ctx, 200*time.Millisecond)
+	defer wcancel()
+	err = l.DoSQLTx(wctx, key, app, opts, func(context.Context, *sql.Tx) error { return nil })
+	if !errors.Is(err, namedlock.ErrNotAcquired) || !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("cancelled while waiting: %v, want ErrNotAcquired and context.DeadlineExceeded", err)
+	}
+	if err := held.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if s := app.Stats(); s.InUse != 0 {
+		t.Errorf("%d connections of the business pool still in use", s.InUse)
+	}
+	if err := l.DoSQLTx(ctx, key, app, opts, func(ctx context.Context, tx *sql.Tx) error {
+		_, err := tx.ExecContext(ctx, "UPDATE "+table+" SET v = v + 1 WHERE id = 1")
+		return err
+	}); err != nil {
+		t.Errorf("after all that: %v", err)
+	}
+}
