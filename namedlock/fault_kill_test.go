@@ -159,8 +159,8 @@ func TestFaultReleaseAfterConnectionDied(t *testing.T) {
 			t.Error("second Release returned nil")
 		}
 		faultInUse(t, in.db, 0, time.Second)
-		if id := holderOf(t, adm, key); id != 0 {
-			t.Errorf("session %d holds %q", id, key)
+		if id := noHolderWithin(t, adm, key, 5*time.Second); id != 0 {
+			t.Errorf("session %d still holds %q 5 s after it was KILLed", id, key)
 		}
 		// The Locker's state for the key is clean: it can be taken again.
 		k2 := faultAcquire(t, in.locker, key, 5*time.Second)

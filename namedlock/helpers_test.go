@@ -82,6 +82,21 @@ func holderOf(t testing.TB, db *sql.DB, name string) int64 {
 	return id
 }
 
+// noHolderWithin reports the session holding name on db after waiting up
+// to d for none to: the server ends a KILLed session, and frees its locks,
+// a moment after the KILL returns. 0 means free.
+func noHolderWithin(t testing.TB, db *sql.DB, name string, d time.Duration) int64 {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for {
+		id := holderOf(t, db, name)
+		if id == 0 || time.Now().After(deadline) {
+			return id
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
 // newInstanceWithPool is newInstance with options for the lock pool.
 func newInstanceWithPool(t testing.TB, poolOpts []pool.Option, opts ...namedlock.Option) *instance {
 	t.Helper()
