@@ -47,8 +47,8 @@
 // what it wrote. Two kinds hand it on earlier, to a waiter of their own
 // kind, because the server itself then orders the two transactions: a
 // fenced DoTx once its mint holds the key's fence row (see Fencing), and a
-// DoTx at SERIALIZABLE on MySQL or MariaDB, begun while it waited, once fn
-// has returned (see [Locker.DoTx]). On one hot key this is what lets the
+// DoTx at SERIALIZABLE on MySQL or MariaDB, begun while it was first in
+// line, once fn has returned (see [Locker.DoTx]). On one hot key this is what lets the
 // next transaction start while the last one's COMMIT is on its way, as
 // transactions queued on a row lock do.
 //

@@ -44,14 +44,14 @@ import (
 // fencing, on MySQL and MariaDB: there every read of a transaction locks
 // what it reads, so a later transaction's reads of what an earlier one
 // wrote, and its writes of what the earlier one read, wait inside the
-// server until the earlier one commits. DoTx then begins its transaction
-// before it waits for the lock, and hands the lock to the next DoTx at
-// SERIALIZABLE of this Locker on the same db as soon as fn returns, before
-// its own COMMIT; that one's first read of a row this one wrote waits for
-// this COMMIT inside the server, as a SELECT … FOR UPDATE waits for a row
-// lock. As with such transactions, each caller holds one connection of db
-// while it waits (size db for its callers), and fn must read through tx: a
-// read through db itself may not see the previous holder's commit yet. The
+// server until the earlier one commits. DoTx then hands the lock to the
+// next DoTx at SERIALIZABLE of this Locker on the same db as soon as fn
+// returns, before its own COMMIT; that one, which began its transaction
+// while it was first in line, reads a row this one wrote only once this
+// COMMIT is done, waiting inside the server as a SELECT … FOR UPDATE waits
+// for a row lock. Of the callers waiting for a key, only the first in line
+// holds a connection of db. fn must read through tx: a read through db
+// itself may not see the previous holder's commit yet. The
 // server orders these transactions even when the named lock is lost (two
 // that conflict then may end in a deadlock error instead); the errors are
 // those of DoTx without fencing. On other servers, and with fencing, the
@@ -116,7 +116,7 @@ func doTx[T txn](l *Locker, ctx context.Context, call, key string, db *sql.DB, s
 			return serialTx(l, ctx, call, key, db, begin, fn)
 		}
 	}
-	k, err := l.acquire(ctx, key, false, false, early{kind: earlyNone})
+	k, err := l.acquire(ctx, key, false, false, early{kind: earlyNone}, nil)
 	if err != nil {
 		return err
 	}
@@ -171,7 +171,7 @@ func unfencedTx[T txn](ctx context.Context, call string, k *Lock, begin func(con
 // a connection of the application's pool, and a holder whose fn needs one
 // more (or the fence table's first check) could wait for them forever.
 func fencedDoTx[T txn](l *Locker, ctx context.Context, call, key string, begin func(context.Context) (T, error), fn func(ctx context.Context, tx T) error) (err error) {
-	k, err := l.acquire(ctx, key, false, false, early{kind: earlyFencedTx})
+	k, err := l.acquire(ctx, key, false, false, early{kind: earlyFencedTx}, nil)
 	if err != nil {
 		return err
 	}

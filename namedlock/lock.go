@@ -301,7 +301,7 @@ func (l *Locker) lostFound(s *session, loss error) {
 // own mint, inside the server, until this transaction ends, and reads what
 // it wrote. A DoTx at SERIALIZABLE calls it, with earlySerialTx and its
 // database, once fn has returned: the next one, on the same database and
-// begun while it waited, reads only after this transaction ends what this
+// begun once first in line, reads only after this transaction ends what this
 // one wrote. Either way the lock can go before the COMMIT, as InnoDB lets a
 // row lock go. Any other waiter (a Do, an Acquire, another instance at the
 // server) gets the lock only after the COMMIT, through the ordinary

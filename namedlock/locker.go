@@ -124,14 +124,14 @@ func newLocker(b backend, cfg config) *Locker {
 // An empty key returns an error matching [ErrInvalidKey]; after
 // [Locker.Close], ErrClosed. A nil ctx panics, before anything is counted.
 func (l *Locker) Acquire(ctx context.Context, key string) (*Lock, error) {
-	return l.acquire(ctx, key, false, true, early{kind: earlyNone})
+	return l.acquire(ctx, key, false, true, early{kind: earlyNone}, nil)
 }
 
 // TryAcquire takes the lock named by key if it is free now, and otherwise
 // returns an error matching [ErrNotAcquired] without waiting for the holder.
 // It still waits for a pool connection, within ctx.
 func (l *Locker) TryAcquire(ctx context.Context, key string) (*Lock, error) {
-	return l.acquire(ctx, key, true, true, early{kind: earlyNone})
+	return l.acquire(ctx, key, true, true, early{kind: earlyNone}, nil)
 }
 
 // acquire takes key's lock: from a local holder or a lingering lock when it
@@ -139,8 +139,10 @@ func (l *Locker) TryAcquire(ctx context.Context, key string) (*Lock, error) {
 // the same name before it. With fencing, mint gives the new holder its
 // token (outside any transaction: DoTx mints its own inside). e says
 // whether the lock may come to this caller before the COMMIT of a DoTx
-// holding it.
-func (l *Locker) acquire(ctx context.Context, key string, try, mint bool, e early) (*Lock, error) {
+// holding it; atHead, if not nil, runs (in this goroutine) once the caller
+// is first in line for the key: before it waits at the server, or while it
+// waits behind a local holder.
+func (l *Locker) acquire(ctx context.Context, key string, try, mint bool, e early, atHead func()) (*Lock, error) {
 	if ctx == nil {
 		panic("namedlock: nil Context")
 	}
@@ -155,7 +157,7 @@ func (l *Locker) acquire(ctx context.Context, key string, try, mint bool, e earl
 	start := time.Now()
 	l.stats.waiting.Add(1)
 	name := keyfmt.Portable(key)
-	k, handoff, err := l.take(ctx, key, name, try, e)
+	k, handoff, err := l.take(ctx, key, name, try, e, atHead)
 	if err == nil && mint && l.cfg.fence != nil && k.Token() == 0 {
 		err = l.mintFor(ctx, k)
 	}
@@ -214,8 +216,8 @@ func (l *Locker) mintFor(ctx context.Context, k *Lock) error {
 }
 
 // take returns a held lock, and whether it came by handoff, or an error.
-// e: whether it may come before a holder's COMMIT.
-func (l *Locker) take(ctx context.Context, key, name string, try bool, e early) (*Lock, bool, error) {
+// e: whether it may come before a holder's COMMIT; atHead: see acquire.
+func (l *Locker) take(ctx context.Context, key, name string, try bool, e early, atHead func()) (*Lock, bool, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, false, notAcquired(ctx, key, nil)
 	}
@@ -229,6 +231,9 @@ func (l *Locker) take(ctx context.Context, key, name string, try bool, e early) 
 		q = &queue{name: name}
 		l.queues[name] = q
 		l.mu.Unlock()
+		if atHead != nil {
+			atHead()
+		}
 		k, err := l.takeAtServer(ctx, q, key, try)
 		return k, false, err
 	}
@@ -242,20 +247,28 @@ func (l *Locker) take(ctx context.Context, key, name string, try bool, e early) 
 		l.mu.Unlock()
 		return nil, false, heldElsewhere(key, true)
 	}
-	w := q.push(key, e)
+	w := q.push(key, e, atHead != nil)
 	l.mu.Unlock()
 
-	select {
-	case g := <-w.ch:
-		switch {
-		case g.err != nil:
-			return nil, false, g.err
-		case g.lock != nil:
-			return g.lock, true, nil
+	head := w.head // nil unless atHead is set; set to nil once told
+wait:
+	for {
+		select {
+		case g := <-w.ch:
+			switch {
+			case g.err != nil:
+				return nil, false, g.err
+			case g.lock != nil:
+				return g.lock, true, nil
+			}
+			k, err := l.takeAtServer(ctx, q, key, false)
+			return k, false, err
+		case <-head:
+			head = nil
+			atHead()
+		case <-ctx.Done():
+			break wait
 		}
-		k, err := l.takeAtServer(ctx, q, key, false)
-		return k, false, err
-	case <-ctx.Done():
 	}
 	l.mu.Lock()
 	if q.remove(w) {

@@ -28,6 +28,11 @@ type waiter struct {
 	ch    chan grant // buffered 1: whoever pops the waiter sends exactly once
 	key   string     // the caller's key
 	early early      // the lock may come to it before its holder's COMMIT
+	// head, if the caller asked for it, is closed once the waiter is first
+	// in line (a DoTx at SERIALIZABLE begins its transaction then); told
+	// records that it was.
+	head chan struct{}
+	told bool
 }
 
 // early says whether a waiter may be handed the lock before the holder's
@@ -49,7 +54,7 @@ const (
 	// statement, waits inside the server for the holder's fence row.
 	earlyFencedTx
 	// earlySerialTx: an unfenced DoTx at SERIALIZABLE on a server whose
-	// serializable reads lock (MySQL, MariaDB), begun while it waited. Its
+	// serializable reads lock (MySQL, MariaDB), begun once first in line. Its
 	// reads of what the holder wrote, and its writes of what the holder
 	// read, wait inside the server for the holder's row locks.
 	earlySerialTx
@@ -69,12 +74,30 @@ type grant struct {
 const lingerGrace = 50 * time.Microsecond
 
 // push queues a caller for key behind the busy party.
-func (q *queue) push(key string, e early) *waiter {
+// wantHead: the caller wants to be told when it is first in line
+// (waiter.head).
+func (q *queue) push(key string, e early, wantHead bool) *waiter {
 	// Not pooled: a channel made inside a testing/synctest bubble must not
 	// be used outside it.
 	w := &waiter{ch: make(chan grant, 1), key: key, early: e}
+	if wantHead {
+		w.head = make(chan struct{})
+	}
 	q.waiters = append(q.waiters, w)
+	q.tellHead()
 	return w
+}
+
+// tellHead tells the first waiter, if it asked to be told, that it is
+// first in line.
+func (q *queue) tellHead() {
+	if len(q.waiters) == 0 {
+		return
+	}
+	if w := q.waiters[0]; w.head != nil && !w.told {
+		w.told = true
+		close(w.head)
+	}
 }
 
 // remove takes w out of the queue unpopped; false if it was popped (its
@@ -83,6 +106,7 @@ func (q *queue) remove(w *waiter) bool {
 	for i, x := range q.waiters {
 		if x == w {
 			q.waiters = append(q.waiters[:i], q.waiters[i+1:]...)
+			q.tellHead()
 			return true
 		}
 	}
@@ -97,6 +121,7 @@ func (q *queue) pop() *waiter {
 	w := q.waiters[0]
 	q.waiters[0] = nil
 	q.waiters = q.waiters[1:]
+	q.tellHead()
 	return w
 }
 

@@ -12,19 +12,23 @@ import (
 // what the earlier wrote, and its writes of what the earlier read, wait for
 // the earlier one's COMMIT. The lock can then go to the next such DoTx as
 // soon as fn has returned, before the COMMIT, and that DoTx's first read
-// waits inside the server, as a SELECT … FOR UPDATE waits for a row lock —
-// provided its transaction was begun before the lock came (see serialTx).
+// waits inside the server, as a SELECT … FOR UPDATE waits for a row lock;
+// it is on its way at once when its transaction was begun before the lock
+// came (see serialTx).
 
 // serialTx is an unfenced DoTx at SERIALIZABLE on db, whose reads lock:
-// begin, acquire, fn, then — when the next local waiter is such a DoTx on
-// the same db — hand it the lock and COMMIT beside the handoff's proof;
-// otherwise COMMIT, then release as any DoTx does.
+// acquire (beginning once first in line), fn, then — when the next local
+// waiter is such a DoTx on the same db — hand it the lock and COMMIT beside
+// the handoff's proof; otherwise COMMIT, then release as any DoTx does.
 //
-// The transaction is begun before the lock is waited for, not after: the
-// next holder's first statement is then on its way as soon as the lock
-// comes and waits inside the server for the previous holder's COMMIT only
-// where their rows meet. Each caller waiting for the lock therefore holds
-// one connection of db meanwhile.
+// The caller first in line for the key begins its transaction while it
+// waits (behind the local holder, or at the server), not after: its first
+// statement is then on its way as soon as the lock comes, and waits inside
+// the server for the previous holder's COMMIT only where their rows meet.
+// The others begin when they are first in line, so waiting callers hold at
+// most one connection of db per key (the transaction would be as safe
+// begun after the lock came — its reads lock whenever it began — only
+// slower: BEGIN at another level is two statements).
 //
 // Errors are those of an unfenced DoTx: fn's error, the loss of the lock
 // found before the COMMIT (rolled back), the COMMIT's error, and a loss
@@ -32,23 +36,36 @@ import (
 // transaction committed; DoTx still reports that the lock was not held
 // throughout).
 func serialTx[T txn](l *Locker, ctx context.Context, call, key string, db *sql.DB, begin func(context.Context) (T, error), fn func(ctx context.Context, tx T) error) (err error) {
-	tx, err := begin(ctx)
-	if err != nil {
-		if ctx.Err() != nil { // ended before the wait could start
-			return notAcquired(ctx, key, nil)
+	var tx T
+	begun, done := false, false // done: committed, or rolled back
+	beginNow := func() error {
+		if begun {
+			return nil
 		}
-		return fail(key, "", call+": begin: "+err.Error(), err)
+		t, err := begin(ctx)
+		if err != nil {
+			return err
+		}
+		tx, begun = t, true
+		return nil
 	}
-	done := false // committed, or rolled back
 	defer func() {
-		if !done {
+		if begun && !done {
 			_ = tx.Rollback()
 		}
 	}()
 	e := early{kind: earlySerialTx, db: db}
-	k, err := l.acquire(ctx, key, false, false, e)
+	// First in line, it begins (a failure there is tried again below).
+	k, err := l.acquire(ctx, key, false, false, e, func() { _ = beginNow() })
 	if err != nil {
 		return err
+	}
+	if err := beginNow(); err != nil {
+		_ = l.releaseAll([]*Lock{k})
+		if ctx.Err() != nil {
+			return notAcquired(ctx, key, nil)
+		}
+		return fail(key, "", call+": begin: "+err.Error(), err)
 	}
 	locks := []*Lock{k}
 	fctx, cancel := l.sectionContext(ctx, locks)

@@ -386,3 +386,67 @@ func TestSerializablePanicsAndCancels(t *testing.T) {
 		t.Errorf("after all that: %v", err)
 	}
 }
+
+// TestSerializableWaitersHoldOneConnection: behind a holder, 8 DoTx at
+// SERIALIZABLE wait for one key; only the first in line has begun its
+// transaction, so the business pool has one connection in use. Once the
+// holder lets go, all 8 commit.
+func TestSerializableWaitersHoldOneConnection(t *testing.T) {
+	leakCheck(t)
+	srv := testdb.RequireReal(t)
+	if !serialLocksReads(t, srv) {
+		t.Skipf("%s: serializable reads do not lock there (TiDB refuses SERIALIZABLE: error 8048)", srv.Name)
+	}
+	ctx := testCtx(t, time.Minute)
+	app := testdb.OpenDB(t, srv.DSN)
+	table := tableName(t)
+	if _, err := app.ExecContext(ctx, "CREATE TABLE "+table+" (id INT PRIMARY KEY, v BIGINT NOT NULL) ENGINE=InnoDB"); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _, _ = app.Exec("DROP TABLE IF EXISTS " + table) })
+	if _, err := app.ExecContext(ctx, "INSERT INTO "+table+" VALUES (1, 0)"); err != nil {
+		t.Fatal(err)
+	}
+	l := newInstance(t, srv.DSN).locker
+	key := keyfmt.Key(table, 1)
+	opts := &sql.TxOptions{Isolation: sql.LevelSerializable}
+	held, err := l.Acquire(ctx, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const waiters = 8
+	var wg sync.WaitGroup
+	errs := make(chan error, waiters)
+	for range waiters {
+		wg.Go(func() {
+			errs <- l.DoSQLTx(ctx, key, app, opts, func(ctx context.Context, tx *sql.Tx) error {
+				_, err := tx.ExecContext(ctx, "UPDATE "+table+" SET v = v + 1 WHERE id = 1")
+				return err
+			})
+		})
+	}
+	waitQueued(t, l, waiters)
+	// The first in line begins as it becomes first: give it a moment.
+	deadline := time.Now().Add(5 * time.Second)
+	for app.Stats().InUse < 1 && time.Now().Before(deadline) {
+		time.Sleep(time.Millisecond)
+	}
+	time.Sleep(100 * time.Millisecond) // time for others to begin, if they would
+	if n := app.Stats().InUse; n != 1 {
+		t.Errorf("%d connections of the business pool in use with %d DoTx waiting, want 1 (the first in line's)", n, waiters)
+	}
+	if err := held.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		if err != nil {
+			t.Errorf("DoTx: %v", err)
+		}
+	}
+	var v int64
+	if err := app.QueryRowContext(ctx, "SELECT v FROM "+table+" WHERE id = 1").Scan(&v); err != nil || v != waiters {
+		t.Errorf("v = %d (%v), want %d", v, err, waiters)
+	}
+}
