@@ -543,6 +543,18 @@ func checkStock(b *testing.B, db *sql.DB, table string, cs []*contender, product
 	}
 }
 
+// reportPairedMedian reports the median over the rounds of a's rate over
+// b's, <a>/<b>-med.
+func reportPairedMedian(tb *testing.B, a, b *contender) {
+	var ratios []float64
+	for i := range min(len(a.phase.rates), len(b.phase.rates)) {
+		ratios = append(ratios, a.phase.rates[i]/b.phase.rates[i])
+	}
+	if len(ratios) > 0 {
+		tb.ReportMetric(median(ratios), a.name+"/"+b.name+"-med")
+	}
+}
+
 // reportUseCase reports each contender's sections per second; its
 // throughput relative to ref's over the whole run, <name>/<ref>, and the
 // median of the rounds' ratios, <name>/<ref>-med; and with several
@@ -564,61 +576,19 @@ func reportUseCase(b *testing.B, cs []*contender, ref string, instances int) {
 		if r.phase.rate() > 0 {
 			b.ReportMetric(c.phase.rate()/r.phase.rate(), c.name+"/"+ref)
 		}
-		ratios := make([]float64, 0, len(c.phase.rates))
-		for i := range min(len(c.phase.rates), len(r.phase.rates)) {
-			ratios = append(ratios, c.phase.rates[i]/r.phase.rates[i])
-		}
-		if len(ratios) > 0 {
-			b.ReportMetric(median(ratios), c.name+"/"+ref+"-med")
-		}
+		reportPairedMedian(b, c, r)
 	}
-	if ref == "forupdate" { // fenced DoTx against a row lock with its statement count
-		var f, p *contender
-		for _, c := range cs {
-			switch c.name {
-			case "fenced-dotx":
-				f = c
-			case "forupdate-plus1":
-				p = c
-			}
-		}
-		var ratios []float64
-		for i := 0; f != nil && p != nil && i < min(len(f.phase.rates), len(p.phase.rates)); i++ {
-			ratios = append(ratios, f.phase.rates[i]/p.phase.rates[i])
-		}
-		if len(ratios) > 0 {
-			b.ReportMetric(median(ratios), f.name+"/"+p.name+"-med")
-		}
-	}
-	var f, v *contender
+	byName := map[string]*contender{}
 	for _, c := range cs {
-		switch c.name {
-		case "fenced-dotx":
-			f = c
-		case "fenced-dotx-b":
-			v = c
-		}
+		byName[c.name] = c
 	}
-	pairs := [][2]*contender{{f, v}, {nil, nil}}
-	for _, c := range cs {
-		switch c.name {
-		case "serial-dotx":
-			pairs[1][0] = c
-		case "serial-dotx-b":
-			pairs[1][1] = c
-		}
+	pairs := [][2]string{{"fenced-dotx-b", "fenced-dotx"}, {"serial-dotx-b", "serial-dotx"}} // a variant, paired
+	if ref == "forupdate" {                                                                  // fenced DoTx against a row lock with its statement count
+		pairs = append(pairs, [2]string{"fenced-dotx", "forupdate-plus1"})
 	}
-	for _, p := range pairs { // the change under measurement, paired
-		f, v := p[0], p[1]
-		if f == nil || v == nil {
-			continue
-		}
-		var ratios []float64
-		for i := range min(len(f.phase.rates), len(v.phase.rates)) {
-			ratios = append(ratios, v.phase.rates[i]/f.phase.rates[i])
-		}
-		if len(ratios) > 0 {
-			b.ReportMetric(median(ratios), v.name+"/"+f.name+"-med")
+	for _, p := range pairs {
+		if a, b2 := byName[p[0]], byName[p[1]]; a != nil && b2 != nil {
+			reportPairedMedian(b, a, b2)
 		}
 	}
 	if instances < 2 {

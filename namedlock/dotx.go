@@ -240,13 +240,7 @@ func fencedDoTx[T txn](l *Locker, ctx context.Context, call, key string, begin f
 		err = tx.Commit()
 		_ = l.releaseAll(locks)
 	} else {
-		proved := make(chan struct{})
-		go func() {
-			defer close(proved)
-			_ = finish()
-		}()
-		err = tx.Commit()
-		<-proved
+		err, _ = commitBeside(tx, finish) // a loss found by the proof: Stats and the observer
 	}
 	if err != nil {
 		err = fail(key, "", call+": commit: "+err.Error(), err)

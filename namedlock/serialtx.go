@@ -93,13 +93,7 @@ func serialTx[T txn](l *Locker, ctx context.Context, call, key string, db *sql.D
 	}
 	var rerr error
 	if finish := k.handOffEarly(e); finish != nil {
-		proved := make(chan struct{})
-		go func() {
-			defer close(proved)
-			rerr = finish()
-		}()
-		err = tx.Commit()
-		<-proved
+		err, rerr = commitBeside(tx, finish)
 	} else {
 		err = tx.Commit()
 		rerr = l.releaseAll(locks)

@@ -133,15 +133,7 @@ func TestSerializableHandsOnBeforeCommit(t *testing.T) {
 			db, gate, commits := gatedDB(t, srv.DSN)
 			dbx := sqlx.NewDb(db, "mysql")
 			ctx := testCtx(t, time.Minute)
-			table := tableName(t)
-			adm := testdb.OpenDB(t, srv.DSN)
-			if _, err := adm.ExecContext(ctx, "CREATE TABLE "+table+" (id INT PRIMARY KEY, v BIGINT NOT NULL) ENGINE=InnoDB"); err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { _, _ = adm.Exec("DROP TABLE IF EXISTS " + table) })
-			if _, err := adm.ExecContext(ctx, "INSERT INTO "+table+" VALUES (1, 0)"); err != nil {
-				t.Fatal(err)
-			}
+			table := counterTable(t, sqlx.NewDb(testdb.OpenDB(t, srv.DSN), "mysql"), 1)
 			// A turn long enough for the held-back COMMIT: the lock is
 			// handed on, early or after the COMMIT, not given back.
 			l := newInstance(t, srv.DSN, namedlock.WithHandoff(namedlock.DefaultMaxHandoffs, time.Minute)).locker
@@ -236,14 +228,7 @@ func TestSerializableLostUpdates(t *testing.T) {
 	ctx := testCtx(t, 2*time.Minute)
 	app := testdb.OpenDB(t, srv.DSN)
 	appx := sqlx.NewDb(app, "mysql")
-	table := tableName(t)
-	if _, err := app.ExecContext(ctx, "CREATE TABLE "+table+" (id INT PRIMARY KEY, v BIGINT NOT NULL) ENGINE=InnoDB"); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _, _ = app.Exec("DROP TABLE IF EXISTS " + table) })
-	if _, err := app.ExecContext(ctx, "INSERT INTO "+table+" VALUES (1, 0)"); err != nil {
-		t.Fatal(err)
-	}
+	table := counterTable(t, sqlx.NewDb(app, "mysql"), 1)
 	l := newInstance(t, srv.DSN).locker
 	key := keyfmt.Key(table, 1)
 	opts := &sql.TxOptions{Isolation: sql.LevelSerializable}
@@ -324,14 +309,7 @@ func TestSerializablePanicsAndCancels(t *testing.T) {
 	}
 	ctx := testCtx(t, time.Minute)
 	app := testdb.OpenDB(t, srv.DSN)
-	table := tableName(t)
-	if _, err := app.ExecContext(ctx, "CREATE TABLE "+table+" (id INT PRIMARY KEY, v BIGINT NOT NULL) ENGINE=InnoDB"); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _, _ = app.Exec("DROP TABLE IF EXISTS " + table) })
-	if _, err := app.ExecContext(ctx, "INSERT INTO "+table+" VALUES (1, 0)"); err != nil {
-		t.Fatal(err)
-	}
+	table := counterTable(t, sqlx.NewDb(app, "mysql"), 1)
 	l := newInstance(t, srv.DSN).locker
 	key := keyfmt.Key(table, 1)
 	opts := &sql.TxOptions{Isolation: sql.LevelSerializable}
@@ -399,14 +377,7 @@ func TestSerializableWaitersHoldOneConnection(t *testing.T) {
 	}
 	ctx := testCtx(t, time.Minute)
 	app := testdb.OpenDB(t, srv.DSN)
-	table := tableName(t)
-	if _, err := app.ExecContext(ctx, "CREATE TABLE "+table+" (id INT PRIMARY KEY, v BIGINT NOT NULL) ENGINE=InnoDB"); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _, _ = app.Exec("DROP TABLE IF EXISTS " + table) })
-	if _, err := app.ExecContext(ctx, "INSERT INTO "+table+" VALUES (1, 0)"); err != nil {
-		t.Fatal(err)
-	}
+	table := counterTable(t, sqlx.NewDb(app, "mysql"), 1)
 	l := newInstance(t, srv.DSN).locker
 	key := keyfmt.Key(table, 1)
 	opts := &sql.TxOptions{Isolation: sql.LevelSerializable}
