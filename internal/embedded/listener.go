@@ -3,6 +3,7 @@ package embedded
 import (
 	"net"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -13,6 +14,11 @@ type trackingListener struct {
 
 	mu    sync.Mutex
 	conns map[*trackedConn]struct{}
+	// closing is set by closeConns before it cuts the first socket: from
+	// then on no connection writes a reply. Otherwise a waiter's GET_LOCK,
+	// granted when the holder's socket was cut and its session ended, could
+	// still answer 1 before the loop reached the waiter's socket.
+	closing atomic.Bool
 }
 
 func newTrackingListener(l net.Listener) *trackingListener {
@@ -35,6 +41,7 @@ func (l *trackingListener) Accept() (net.Conn, error) {
 // closeConns closes the sockets of all open connections, without marking them
 // done: their serving goroutines do that when they call Close on the way out.
 func (l *trackingListener) closeConns() {
+	l.closing.Store(true)
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	for c := range l.conns {
@@ -76,6 +83,14 @@ type trackedConn struct {
 	net.Conn
 	l    *trackingListener
 	once sync.Once
+}
+
+// Write refuses once the server has begun to cut its connections.
+func (c *trackedConn) Write(b []byte) (int, error) {
+	if c.l.closing.Load() {
+		return 0, net.ErrClosed
+	}
+	return c.Conn.Write(b)
 }
 
 // Close closes the connection and forgets it, once.
