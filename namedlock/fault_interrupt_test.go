@@ -113,21 +113,34 @@ func TestFaultStatementTimeLimit(t *testing.T) {
 	}
 }
 
-// TestFaultKillQueryOnWait: an operator's KILL QUERY on a session waiting in
-// GET_LOCK (MariaDB answers NULL; MySQL fails it with error 1317) ends the
-// Acquire at once with ErrNotAcquired and a reason a person understands, not
-// with ctx's error; the connection is discarded, and the Locker takes the
-// lock normally afterwards.
-func TestFaultKillQueryOnWait(t *testing.T) {
+// TestFaultKillOnWait: an operator's KILL QUERY on a session waiting in
+// GET_LOCK (MariaDB answers NULL; MySQL fails it with error 1317), or a KILL
+// of the whole session (the server closes it without a word; the driver says
+// "invalid connection"), ends the Acquire at once with ErrNotAcquired and a
+// reason a person understands, not with ctx's error nor the driver's
+// jargon; the connection is discarded, and the Locker takes the lock
+// normally afterwards.
+func TestFaultKillOnWait(t *testing.T) {
 	leakCheck(t)
 	srv := testdb.RequireReal(t)
-	if srv.Flavor == flavor.TiDB {
-		t.Skipf("%s: KILL QUERY does not end a GET_LOCK wait on TiDB", srv.Name)
+	for _, c := range []struct{ kill, reason string }{
+		{"KILL QUERY", killedReason},
+		{"KILL", "the lock's connection was closed by the server (killed?) while it waited"},
+	} {
+		t.Run(c.kill, func(t *testing.T) {
+			if srv.Flavor == flavor.TiDB && c.kill == "KILL QUERY" {
+				t.Skipf("%s: KILL QUERY does not end a GET_LOCK wait on TiDB", srv.Name)
+			}
+			killOnWait(t, srv, c.kill, c.reason)
+		})
 	}
+}
+
+func killOnWait(t *testing.T, srv *testdb.Server, kill, reason string) {
 	adm := faultAdmin(t, srv.DSN)
 	holder := newInstance(t, srv.DSN)
 	waiter := newInstance(t, srv.DSN)
-	key := faultBase(t) + ":killq"
+	key := faultBase(t) + ":kill"
 	k := faultAcquire(t, holder.locker, key, 5*time.Second)
 
 	type result struct {
@@ -149,22 +162,25 @@ func TestFaultKillQueryOnWait(t *testing.T) {
 		t.Fatalf("waiting sessions for %q: %v, want one", key, ids)
 	}
 	time.Sleep(100 * time.Millisecond)
-	if _, err := adm.Exec(fmt.Sprintf("KILL QUERY %d", ids[0])); err != nil {
-		t.Fatalf("KILL QUERY %d: %v", ids[0], err)
+	if _, err := adm.Exec(fmt.Sprintf("%s %d", kill, ids[0])); err != nil {
+		t.Fatalf("%s %d: %v", kill, ids[0], err)
 	}
 	killed := time.Now()
 	var r result
 	select {
 	case r = <-done:
 	case <-time.After(5 * time.Second):
-		t.Fatal("Acquire did not return within 5 s of KILL QUERY")
+		t.Fatalf("Acquire did not return within 5 s of %s", kill)
 	}
-	t.Logf("%s: KILL QUERY on the waiting session: Acquire returned %v after %v", srv.Name, r.err, r.when.Sub(killed).Round(time.Millisecond))
+	t.Logf("%s: %s on the waiting session: Acquire returned %v after %v", srv.Name, kill, r.err, r.when.Sub(killed).Round(time.Millisecond))
 	if !errors.Is(r.err, namedlock.ErrNotAcquired) || ctx.Err() != nil || errors.Is(r.err, context.Canceled) {
 		t.Errorf("Acquire = %v, want ErrNotAcquired without a ctx error", r.err)
 	}
-	if r.err != nil && !strings.Contains(r.err.Error(), killedReason) {
-		t.Errorf("Acquire = %q, want the reason %q", r.err, killedReason)
+	if r.err != nil {
+		if !strings.Contains(r.err.Error(), reason) {
+			t.Errorf("Acquire = %q, want the reason %q", r.err, reason)
+		}
+		checkMessage(t, r.err, key)
 	}
 	faultInUse(t, waiter.db, 0, 2*time.Second)
 

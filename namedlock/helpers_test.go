@@ -250,19 +250,6 @@ func wantInUse(t testing.TB, db *sql.DB, n int) {
 	}
 }
 
-// inUseAfter waits up to d for db to have n connections in use and returns
-// the number it has then.
-func inUseAfter(db *sql.DB, n int, d time.Duration) int {
-	deadline := time.Now().Add(d)
-	for {
-		got := db.Stats().InUse
-		if got == n || time.Now().After(deadline) {
-			return got
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-}
-
 // returnsWithin runs fn and fails the test if it has not returned within d
 // (fn then keeps running in the background).
 func returnsWithin(t testing.TB, d time.Duration, what string, fn func()) {

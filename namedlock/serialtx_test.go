@@ -357,8 +357,8 @@ func TestSerializablePanicsAndCancels(t *testing.T) {
 	// database/sql rolls back a transaction whose ctx ended in a goroutine of
 	// its own and gives the connection back when that ROLLBACK has returned:
 	// a moment after DoSQLTx returned, not before.
-	if n := inUseAfter(app, 0, 5*time.Second); n != 0 {
-		t.Errorf("%d connections of the business pool still in use 5 s later", n)
+	if _, ok := faultPoll(5*time.Second, func() bool { return app.Stats().InUse == 0 }); !ok {
+		t.Errorf("%d connections of the business pool still in use 5 s later", app.Stats().InUse)
 	}
 	if err := l.DoSQLTx(ctx, key, app, opts, func(ctx context.Context, tx *sql.Tx) error {
 		_, err := tx.ExecContext(ctx, "UPDATE "+table+" SET v = v + 1 WHERE id = 1")

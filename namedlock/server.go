@@ -368,7 +368,8 @@ const waitKilled = "the wait was killed by the server: KILL QUERY or a statement
 // getLockError classifies a failed GET_LOCK: ctx ended, a deadlock, a wait
 // the server ended itself (an operator's KILL QUERY, MySQL error 1317, or a
 // statement time limit, 3024 / MariaDB 1969: ErrNotAcquired with the
-// reason), a name the server refused, or any other failure.
+// reason), a name the server refused, a session closed under the wait (an
+// operator's KILL, a restart: ErrNotAcquired), or any other failure.
 func (s *server) getLockError(ctx context.Context, key string, err error) error {
 	switch {
 	case ctxEnded(ctx):
@@ -379,6 +380,12 @@ func (s *server) getLockError(ctx context.Context, key string, err error) error 
 		return fail(key, "not acquired", waitKilled+" ("+err.Error()+")", ErrNotAcquired, err)
 	case flavor.IsBadLockName(err):
 		return fail(key, "not acquired", "the server refused the lock name ("+err.Error()+")", err)
+	case isConnClosed(err):
+		// An operator's KILL of the waiting session (the server closes it
+		// without a word), a restart: the session, and any grant it got,
+		// is gone. The driver's own words ("invalid connection") say
+		// nothing to a person; they stay matchable.
+		return fail(key, "not acquired", connClosed+" while it waited", ErrNotAcquired, err)
 	}
 	return fail(key, "not acquired", "GET_LOCK failed ("+err.Error()+")", err)
 }
