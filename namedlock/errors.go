@@ -20,9 +20,10 @@ var (
 	// holds it (TryAcquire, a server timeout), because ctx ended first (the
 	// error then also matches ctx.Err()), or because the server ended the
 	// wait itself, by an operator's KILL QUERY or a statement time limit
-	// (which lock connections switch off for their sessions), or closed the
-	// waiting session (an operator's KILL, a restart): the error then says
-	// so.
+	// (which lock connections switch off for their sessions), or because
+	// the lock's connection was closed before GET_LOCK answered (an
+	// operator's KILL of the waiting session, a restart): the error then
+	// says so.
 	ErrNotAcquired = errors.New("namedlock: lock not acquired")
 	// ErrLockLost: the lock was held and is no longer: its session ended
 	// (KILL, server restart, network failure, wait_timeout) or its ownership

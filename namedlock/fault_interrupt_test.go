@@ -125,7 +125,7 @@ func TestFaultKillOnWait(t *testing.T) {
 	srv := testdb.RequireReal(t)
 	for _, c := range []struct{ kill, reason string }{
 		{"KILL QUERY", killedReason},
-		{"KILL", "the lock's connection was closed by the server (killed?) while it waited"},
+		{"KILL", "the lock's connection was closed by the server (killed?) before GET_LOCK answered"},
 	} {
 		t.Run(c.kill, func(t *testing.T) {
 			if srv.Flavor == flavor.TiDB && c.kill == "KILL QUERY" {

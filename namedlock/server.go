@@ -385,7 +385,7 @@ func (s *server) getLockError(ctx context.Context, key string, err error) error 
 		// without a word), a restart: the session, and any grant it got,
 		// is gone. The driver's own words ("invalid connection") say
 		// nothing to a person; they stay matchable.
-		return fail(key, "not acquired", connClosed+" while it waited", ErrNotAcquired, err)
+		return fail(key, "not acquired", connClosed+" before GET_LOCK answered", ErrNotAcquired, err)
 	}
 	return fail(key, "not acquired", "GET_LOCK failed ("+err.Error()+")", err)
 }
