@@ -570,6 +570,9 @@ func reportUseCase(b *testing.B, cs []*contender, ref string, instances int) {
 		b.ReportMetric(c.phase.rate(), c.name+"-sections/s")
 	}
 	for _, c := range cs {
+		if r == nil { // ref left out by $NAMEDLOCK_BENCH_CONTENDERS: no ratios to it
+			break
+		}
 		if c == r {
 			continue
 		}
