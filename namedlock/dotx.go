@@ -165,11 +165,12 @@ func unfencedTx[T txn](ctx context.Context, call string, k *Lock, begin func(con
 // which the fence keeps safe from the mint on. A loss before the mint fails
 // the mint (fn's ctx is done) and nothing is written.
 //
-// The transaction is begun after the lock is taken, not before, although
-// that would take BEGIN's round trip off the path that holders of the key
-// take one after another: callers waiting for the lock would then each hold
-// a connection of the application's pool, and a holder whose fn needs one
-// more (or the fence table's first check) could wait for them forever.
+// The transaction is begun after the lock is taken, not while the caller
+// waits (as a DoTx at SERIALIZABLE does when first in line): a handoff
+// comes right after the previous holder's mint, so this BEGIN is sent while
+// that holder still runs fn, off the path that holders of the key take one
+// after another (beginning while first in line measured no faster), and a
+// waiting caller holds no connection of the application's pool.
 func fencedDoTx[T txn](l *Locker, ctx context.Context, call, key string, begin func(context.Context) (T, error), fn func(ctx context.Context, tx T) error) (err error) {
 	k, err := l.acquire(ctx, key, false, false, early{kind: earlyFencedTx}, nil)
 	if err != nil {

@@ -27,6 +27,46 @@ func serialLocksReads(t testing.TB, srv *testdb.Server) bool {
 	return srv.Flavor == flavor.MySQL || srv.Flavor == flavor.MariaDB
 }
 
+// requireSerialLocks returns the real test server, skipping the test where
+// serializable reads do not lock (see serialLocksReads).
+func requireSerialLocks(t *testing.T) *testdb.Server {
+	t.Helper()
+	srv := testdb.RequireReal(t)
+	if !serialLocksReads(t, srv) {
+		t.Skipf("%s: serializable reads do not lock there (TiDB refuses SERIALIZABLE: error 8048), so no DoTx hands its lock on before its COMMIT", srv.Name)
+	}
+	return srv
+}
+
+// serialCounter is what the tests of DoTx at SERIALIZABLE on one counter
+// share: the application's pool, a counter table with one row (v = 0), a
+// Locker, the row's key and the transaction options.
+type serialCounter struct {
+	ctx   context.Context
+	app   *sql.DB
+	table string
+	l     *namedlock.Locker
+	key   string
+	opts  *sql.TxOptions
+}
+
+// newSerialCounter sets up a serialCounter, with a ctx that ends after
+// timeout, or skips the test (requireSerialLocks).
+func newSerialCounter(t *testing.T, timeout time.Duration) *serialCounter {
+	t.Helper()
+	srv := requireSerialLocks(t)
+	app := testdb.OpenDB(t, srv.DSN)
+	table := counterTable(t, sqlx.NewDb(app, "mysql"), 1)
+	return &serialCounter{
+		ctx:   testCtx(t, timeout),
+		app:   app,
+		table: table,
+		l:     newInstance(t, srv.DSN).locker,
+		key:   keyfmt.Key(table, 1),
+		opts:  &sql.TxOptions{Isolation: sql.LevelSerializable},
+	}
+}
+
 // gatedDB opens a pool on dsn whose COMMITs wait, while the gate is
 // closed, before they are sent: the real server sees them late. close(gate)
 // lets them go; commits counts the COMMITs sent.
@@ -116,10 +156,7 @@ func (t *gatedTx) Commit() error {
 // lets B read before A's COMMIT (B reads 0).
 func TestSerializableHandsOnBeforeCommit(t *testing.T) {
 	leakCheck(t)
-	srv := testdb.RequireReal(t)
-	if !serialLocksReads(t, srv) {
-		t.Skipf("%s: serializable reads do not lock there (TiDB refuses SERIALIZABLE: error 8048), so no DoTx hands its lock on before its COMMIT", srv.Name)
-	}
+	srv := requireSerialLocks(t)
 	for _, tc := range []struct {
 		name      string
 		isolation sql.IsolationLevel
@@ -221,17 +258,9 @@ func waitQueued(t testing.TB, l *namedlock.Locker, n int) {
 // returned nil, and most locks were handed on without the server.
 func TestSerializableLostUpdates(t *testing.T) {
 	leakCheck(t)
-	srv := testdb.RequireReal(t)
-	if !serialLocksReads(t, srv) {
-		t.Skipf("%s: serializable reads do not lock there (TiDB refuses SERIALIZABLE: error 8048)", srv.Name)
-	}
-	ctx := testCtx(t, 2*time.Minute)
-	app := testdb.OpenDB(t, srv.DSN)
+	c := newSerialCounter(t, 2*time.Minute)
+	ctx, app, table, l, key, opts := c.ctx, c.app, c.table, c.l, c.key, c.opts
 	appx := sqlx.NewDb(app, "mysql")
-	table := counterTable(t, sqlx.NewDb(app, "mysql"), 1)
-	l := newInstance(t, srv.DSN).locker
-	key := keyfmt.Key(table, 1)
-	opts := &sql.TxOptions{Isolation: sql.LevelSerializable}
 	const workers, each = 16, 25
 	var ok atomic.Int64
 	var wg sync.WaitGroup
@@ -303,16 +332,8 @@ func TestSerializableMisuse(t *testing.T) {
 // connection behind.
 func TestSerializablePanicsAndCancels(t *testing.T) {
 	leakCheck(t)
-	srv := testdb.RequireReal(t)
-	if !serialLocksReads(t, srv) {
-		t.Skipf("%s: serializable reads do not lock there (TiDB refuses SERIALIZABLE: error 8048)", srv.Name)
-	}
-	ctx := testCtx(t, time.Minute)
-	app := testdb.OpenDB(t, srv.DSN)
-	table := counterTable(t, sqlx.NewDb(app, "mysql"), 1)
-	l := newInstance(t, srv.DSN).locker
-	key := keyfmt.Key(table, 1)
-	opts := &sql.TxOptions{Isolation: sql.LevelSerializable}
+	c := newSerialCounter(t, time.Minute)
+	ctx, app, table, l, key, opts := c.ctx, c.app, c.table, c.l, c.key, c.opts
 
 	func() {
 		defer func() {
@@ -374,16 +395,8 @@ func TestSerializablePanicsAndCancels(t *testing.T) {
 // holder lets go, all 8 commit.
 func TestSerializableWaitersHoldOneConnection(t *testing.T) {
 	leakCheck(t)
-	srv := testdb.RequireReal(t)
-	if !serialLocksReads(t, srv) {
-		t.Skipf("%s: serializable reads do not lock there (TiDB refuses SERIALIZABLE: error 8048)", srv.Name)
-	}
-	ctx := testCtx(t, time.Minute)
-	app := testdb.OpenDB(t, srv.DSN)
-	table := counterTable(t, sqlx.NewDb(app, "mysql"), 1)
-	l := newInstance(t, srv.DSN).locker
-	key := keyfmt.Key(table, 1)
-	opts := &sql.TxOptions{Isolation: sql.LevelSerializable}
+	c := newSerialCounter(t, time.Minute)
+	ctx, app, table, l, key, opts := c.ctx, c.app, c.table, c.l, c.key, c.opts
 	held, err := l.Acquire(ctx, key)
 	if err != nil {
 		t.Fatal(err)
