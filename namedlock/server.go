@@ -137,7 +137,9 @@ func (s *server) take(callerCtx, ctx context.Context, key, name string, try bool
 		if try && callerCtx.Err() == nil {
 			return nil, heldElsewhere(key, false)
 		}
-		return nil, errCancelledWait{notAcquired(ctx, key, nil)}
+		// callerCtx ended (that is what cut it); ctx, derived from it, may
+		// not show it yet: the cancel reaches children just after.
+		return nil, errCancelledWait{notAcquired(callerCtx, key, nil)}
 	}
 	if err != nil {
 		discardConn(conn)
