@@ -74,6 +74,7 @@ const (
 	errDataTooLong    = 1406 // ER_DATA_TOO_LONG (strict mode, plain statements)
 	errTruncatedValue = 1366 // ER_TRUNCATED_WRONG_VALUE_FOR_FIELD
 	errMixCollations  = 1267 // ER_CANT_AGGREGATE_2COLLATIONS (a name outside the column's charset)
+	errCannotConvert  = 3854 // ER_CANNOT_CONVERT_STRING (MySQL: a name compared with a column whose charset cannot hold it)
 )
 
 // classify wraps a driver error from a statement on the lock table with the
@@ -92,7 +93,7 @@ func (p *Provider) classify(op string, err error) error {
 			return fmt.Errorf("%w: table %s must have the columns name VARCHAR(64), lock_until TIMESTAMP(3), "+
 				"locked_at TIMESTAMP(3), locked_by VARCHAR(255) (see (*Provider).CreateTable): %s: %w",
 				ErrBadTable, p.table, op, err)
-		case errDataTooLong, errTruncatedValue, errMixCollations:
+		case errDataTooLong, errTruncatedValue, errMixCollations, errCannotConvert:
 			return fmt.Errorf("%w: table %s (check the name column's length and character set): %s: %w",
 				ErrNameNotStorable, p.table, op, err)
 		}

@@ -7,6 +7,9 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/namedlock/mysql/internal/flavor"
+	"github.com/namedlock/mysql/internal/testdb"
 )
 
 func TestConfigValidation(t *testing.T) {
@@ -156,11 +159,35 @@ func TestBadTables(t *testing.T) {
 		}
 		t.Log(err)
 	})
-	for _, tc := range []struct{ name, column, job string }{
+	srv := testdb.Get(t)
+	for _, tc := range []struct {
+		name, column, job string
+		// what each attempt's error says on this server
+		want func(attempt int) string
+	}{
 		// INSERT IGNORE truncates into a narrow column (ShedLock's lost jobs).
-		{"name column narrower than 64", "VARCHAR(16)", strings.Repeat("n", 40)},
-		// ... and cuts a 4-byte character a utf8mb3 column cannot hold.
-		{"name column without 4-byte characters", "VARCHAR(64) CHARACTER SET utf8mb3", "job-\U0001F600"},
+		{"name column narrower than 64", "VARCHAR(16)", strings.Repeat("n", 40),
+			func(attempt int) string {
+				if attempt == 0 {
+					return "does not carry this name"
+				}
+				return "no row of table"
+			}},
+		// ... and cuts a 4-byte character a utf8mb3 column cannot hold. Both
+		// servers store the mangled name with a warning; then neither will
+		// compare the real name with the column: MariaDB raises error 1267
+		// ("Illegal mix of collations"), MySQL error 3854 ("Cannot convert
+		// string"), on the insert's check and on the later update alike.
+		{"name column without 4-byte characters", "VARCHAR(64) CHARACTER SET utf8mb3", "job-\U0001F600",
+			func(int) string {
+				switch srv.Flavor {
+				case flavor.MySQL:
+					return "Error 3854"
+				case flavor.MariaDB:
+					return "Error 1267"
+				}
+				return ""
+			}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			table := uniqueName(t)
@@ -174,8 +201,8 @@ func TestBadTables(t *testing.T) {
 			c := Config{Name: tc.job, LockAtMostFor: time.Second}
 			for attempt := range 2 { // first run: the insert; second: the mangled row exists
 				ran, err := p.Run(bg, c, noop)
-				if ran || !errors.Is(err, ErrNameNotStorable) {
-					t.Fatalf("attempt %d: ran %v err %v", attempt, ran, err)
+				if ran || !errors.Is(err, ErrNameNotStorable) || !strings.Contains(err.Error(), tc.want(attempt)) {
+					t.Fatalf("attempt %d: ran %v err %v; want ErrNameNotStorable saying %q", attempt, ran, err, tc.want(attempt))
 				}
 				t.Logf("attempt %d: %v", attempt, err)
 			}
