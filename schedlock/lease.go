@@ -8,23 +8,45 @@ import (
 	"time"
 )
 
-// A Lease is a held job lock, returned by (*Provider).Lock. Its methods are
-// safe for concurrent use. Unlock must be called exactly once when the job
-// is done; later calls return ErrUnlocked.
+// A Lease is a held job lock, returned by (*Provider).Lock: one
+// acquisition of the job's row. Its methods are safe for concurrent use.
+// Unlock must be called exactly once when the job is done; later calls
+// return ErrUnlocked.
+//
+// A lease's statements act on its own acquisition only: they match the
+// row by name, locked_by and the locked_at its acquisition wrote, so a
+// lease whose row was taken again after it ran out (by another instance, or
+// by a newer lease of the same Provider) changes nothing and reports
+// ErrLeaseLost. Unlock is the lease's last statement: once it is called no
+// extension starts, and it sends the unlock only after every extension
+// already sent has been answered.
 type Lease struct {
-	p      *Provider
-	cfg    Config
-	onLost func(error)
+	p        *Provider
+	cfg      Config
+	lockedAt int64 // the acquisition's locked_at, ms since the epoch
+	onLost   func(error)
 
 	mu       sync.Mutex
 	unlocked bool
 	lost     error
+	inflight sync.WaitGroup // extensions sent and not answered; Add only under mu while !unlocked
+
+	// abandon cancels the extensions still in flight; only Unlock calls
+	// it, after waiting the unlock timeout for them.
+	abandonCtx context.Context
+	abandon    context.CancelFunc
 
 	done     chan struct{}
 	doneOnce sync.Once
 
-	stopKA context.CancelFunc // nil without keep-alive
+	stopKA chan struct{} // closed by Unlock; nil without keep-alive
 	kaDone chan struct{}
+}
+
+func newLease(p *Provider, cfg Config, lockedAt int64, onLost func(error)) *Lease {
+	l := &Lease{p: p, cfg: cfg, lockedAt: lockedAt, onLost: onLost, done: make(chan struct{})}
+	l.abandonCtx, l.abandon = context.WithCancel(context.Background())
+	return l
 }
 
 // Name returns the job name the lease locks.
@@ -58,13 +80,19 @@ func (l *Lease) lostErr() error {
 }
 
 // Extend sets lock_until to now + d (database time) with ShedLock's extend
-// statement, only if the lease is still this Provider's and unexpired. An
+// statement, only if the row is still this lease's and unexpired. An
 // error matching ErrLeaseLost means it is not (the lease then ends, see
 // Done); one matching ErrLeaseOutOfRange means now + d would be past the
 // end of the TIMESTAMP column, and lock_until was left as it was (the lease
 // is still held); any other error leaves the lease's state unknown. d must
 // be at least a millisecond (ErrInvalidArgument otherwise). Extend does not
 // change locked_at, so LockAtLeastFor still counts from acquisition.
+//
+// Once Unlock has been called, Extend returns ErrUnlocked and sends
+// nothing. If ctx ends before the server answers, Extend returns ctx's
+// error at once, but the statement is not cut off (a statement whose
+// connection is closed may still be applied): it runs on, keeping ctx's
+// values, and Unlock waits for its answer before it unlocks.
 func (l *Lease) Extend(ctx context.Context, d time.Duration) error {
 	if l == nil {
 		return ErrUnlocked
@@ -72,26 +100,72 @@ func (l *Lease) Extend(ctx context.Context, d time.Duration) error {
 	if d < time.Millisecond {
 		return fmt.Errorf("%w: Extend(%v): must be at least 1ms", ErrInvalidArgument, d)
 	}
-	if err := l.Err(); err != nil {
+	res := make(chan error, 1)
+	if err := l.startExtend(ctx, d, func(err error) { res <- err }); err != nil {
 		return err
 	}
-	err := l.p.extend(ctx, l.cfg.Name, d)
-	if errors.Is(err, ErrLeaseLost) {
-		l.markLost(err)
+	select {
+	case err := <-res:
+		return err
+	case <-ctx.Done():
+		return fmt.Errorf("schedlock: extend of job %q: %w (the statement was left to finish; Unlock waits for it)",
+			l.cfg.Name, context.Cause(ctx))
 	}
-	return err
+}
+
+// startExtend sends an extension of d unless the lease was unlocked or
+// lost, and hands its result to deliver, which must not block. The
+// statement's context keeps ctx's values but not its cancellation: only
+// Unlock, through abandon, cuts it off.
+func (l *Lease) startExtend(ctx context.Context, d time.Duration, deliver func(error)) error {
+	l.mu.Lock()
+	switch {
+	case l.lost != nil:
+		l.mu.Unlock()
+		return l.lost
+	case l.unlocked:
+		l.mu.Unlock()
+		return ErrUnlocked
+	}
+	l.inflight.Add(1)
+	l.mu.Unlock()
+
+	go func() {
+		defer l.inflight.Done()
+		sctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+		stop := context.AfterFunc(l.abandonCtx, cancel)
+		err := l.p.extend(sctx, l.cfg.Name, l.lockedAt, d)
+		stop()
+		cancel()
+		if errors.Is(err, ErrLeaseLost) {
+			l.markLost(err)
+		}
+		deliver(err)
+	}()
+	return nil
 }
 
 // Unlock releases the lock with ShedLock's unlock statement: lock_until =
-// max(locked_at + LockAtLeastFor, now), for this Provider's row only. It
-// first stops the keep-alive and waits for it.
+// max(locked_at + LockAtLeastFor, now), for this lease's row only.
+//
+// Unlock is the lease's last statement. From the moment it is called no
+// extension starts (Extend returns ErrUnlocked, the keep-alive stops);
+// then it waits for the extensions already sent to be answered, for up to
+// the Provider's unlock timeout (WithUnlockTimeout), without cutting them
+// off; only then does it send the unlock, which runs for up to the unlock
+// timeout too. So when Unlock returns nil, every statement of the lease
+// was applied before the unlock, and none is left to land after it. If an
+// extension is still unanswered after the wait, Unlock cuts it off, still
+// unlocks, and returns an error saying the server may yet apply that
+// extension after the unlock (the job would stay locked until then plus
+// the extension: a skipped run, never a second one at once).
 //
 // Unlock is not cut short by ctx's cancellation (a job cancelled by a
-// shutdown must still give its lock back): it keeps ctx's values and runs
-// for at most the Provider's unlock timeout (WithUnlockTimeout). If the
+// shutdown must still give its lock back); it keeps ctx's values. If the
 // statement fails, the row stays locked until its lock_until. An error
-// matching ErrLeaseLost means the row had been taken over by another
-// instance before the unlock: the job may have run twice at once.
+// matching ErrLeaseLost means the row had been taken again after the lease
+// ran out (by another instance, or by a newer lease of this Provider): the
+// job may have run twice at once; the row was left as it was.
 //
 // Unlock on a nil Lease, or a second time, returns ErrUnlocked.
 func (l *Lease) Unlock(ctx context.Context) error {
@@ -105,16 +179,35 @@ func (l *Lease) Unlock(ctx context.Context) error {
 	}
 	l.unlocked = true
 	l.mu.Unlock()
+	defer l.abandon()
 
 	if l.stopKA != nil {
-		l.stopKA()
+		close(l.stopKA)
 		<-l.kaDone
 	}
 	l.doneOnce.Do(func() { close(l.done) })
 
+	answered := make(chan struct{})
+	go func() {
+		l.inflight.Wait()
+		close(answered)
+	}()
+	var abandoned error
+	wait := time.NewTimer(l.p.unlockTimeout)
+	select {
+	case <-answered:
+		wait.Stop()
+	case <-wait.C:
+		l.abandon()
+		<-answered
+		abandoned = fmt.Errorf("schedlock: unlock of job %q: an extension was still unanswered after %v and was cut off; "+
+			"the server may still apply it after this unlock and keep the job locked until its lock_until",
+			l.cfg.Name, l.p.unlockTimeout)
+	}
+
 	uctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), l.p.unlockTimeout)
 	defer cancel()
-	return l.p.unlock(uctx, l.cfg.Name, l.cfg.LockAtLeastFor)
+	return join(l.p.unlock(uctx, l.cfg.Name, l.lockedAt, l.cfg.LockAtLeastFor), abandoned)
 }
 
 // markLost records the first loss, ends the lease and tells the owner.
@@ -132,23 +225,33 @@ func (l *Lease) markLost(cause error) {
 	}
 }
 
-// keepAlive extends the lease every cfg.KeepAlive until Unlock cancels ctx.
-// A failed extension is retried at the next tick (a transient error is not a
-// lost lease); an extension that finds the row not ours, or no successful
-// extension before the last known lock_until (expiry), loses the lease.
+// keepAlive extends the lease every cfg.KeepAlive until Unlock closes
+// stopKA. A failed extension is retried at the next tick (a transient
+// error is not a lost lease); an extension that finds the row not the
+// lease's, or no successful extension before the last known lock_until
+// (expiry), loses the lease. Extensions are never cut off by the
+// keep-alive: one that is slow to answer is left running (Unlock waits for
+// it), and the next tick sends another, with at most maxPending unanswered
+// at a time.
 func (l *Lease) keepAlive(ctx context.Context, expiry *time.Timer) {
 	defer close(l.kaDone)
 	ticker := time.NewTicker(l.cfg.KeepAlive)
 	defer ticker.Stop()
 	defer func() { expiry.Stop() }()
 
-	// Each attempt ends by the next tick, and never outlives the lease it
-	// is trying to extend by more than a keep-alive interval.
-	attempt := min(l.cfg.KeepAlive, l.cfg.LockAtMostFor-l.cfg.KeepAlive)
+	const maxPending = 2
+	type result struct {
+		err  error
+		seq  int
+		next *time.Timer // started before the statement was sent
+	}
+	// Never full: at most maxPending results are outstanding.
+	results := make(chan result, maxPending)
+	pending, sent, newest := 0, 0, 0 // newest: seq of the latest success
 	var lastErr error
 	for {
 		select {
-		case <-ctx.Done():
+		case <-l.stopKA:
 			return
 		case <-expiry.C:
 			cause := fmt.Errorf("%w: job %q: no extension succeeded before lock_until (LockAtMostFor %v)",
@@ -159,25 +262,32 @@ func (l *Lease) keepAlive(ctx context.Context, expiry *time.Timer) {
 			l.markLost(cause)
 			return
 		case <-ticker.C:
-			next := time.NewTimer(l.cfg.LockAtMostFor)
-			actx, cancel := context.WithTimeout(ctx, attempt)
-			err := l.p.extend(actx, l.cfg.Name, l.cfg.LockAtMostFor)
-			cancel()
-			switch {
-			case err == nil:
-				expiry.Stop()
-				expiry = next
-				lastErr = nil
-			case errors.Is(err, ErrLeaseLost):
+			if pending >= maxPending {
+				continue
+			}
+			sent++
+			seq, next := sent, time.NewTimer(l.cfg.LockAtMostFor)
+			err := l.startExtend(ctx, l.cfg.LockAtMostFor, func(err error) { results <- result{err, seq, next} })
+			if err != nil { // unlocked or lost
 				next.Stop()
-				l.markLost(err)
 				return
-			default:
-				next.Stop()
-				if ctx.Err() != nil { // stopped by Unlock mid-attempt
-					return
-				}
-				lastErr = err
+			}
+			pending++
+		case r := <-results:
+			pending--
+			switch {
+			case r.err == nil && r.seq > newest:
+				expiry.Stop()
+				expiry = r.next
+				newest = r.seq
+				lastErr = nil
+			case errors.Is(r.err, ErrLeaseLost):
+				return // startExtend marked the lease lost
+			case r.err != nil:
+				r.next.Stop()
+				lastErr = r.err
+			default: // an older success than one already counted
+				r.next.Stop()
 			}
 		}
 	}

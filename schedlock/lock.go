@@ -3,6 +3,7 @@ package schedlock
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
 	"time"
 )
@@ -39,48 +40,69 @@ func (p *Provider) lock(ctx context.Context, cfg Config, onLost func(error)) (*L
 		// than the lock_until that statement writes.
 		expiry = time.NewTimer(cfg.LockAtMostFor)
 	}
-	if err := p.acquire(ctx, cfg); err != nil {
+	lockedAt, err := p.acquire(ctx, cfg)
+	if err != nil {
 		if expiry != nil {
 			expiry.Stop()
 		}
 		return nil, err
 	}
-	l := &Lease{p: p, cfg: cfg, onLost: onLost, done: make(chan struct{})}
+	l := newLease(p, cfg, lockedAt, onLost)
 	if expiry != nil {
-		kaCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
-		l.stopKA = cancel
+		l.stopKA = make(chan struct{})
 		l.kaDone = make(chan struct{})
-		go l.keepAlive(kaCtx, expiry)
+		go l.keepAlive(context.WithoutCancel(ctx), expiry)
 	}
 	return l, nil
 }
 
-// acquire runs ShedLock's lock statements. It returns nil if this Provider
-// now holds the lock.
-func (p *Provider) acquire(ctx context.Context, cfg Config) error {
+// acquireSlot serialises this Provider's acquisitions of one name, so that
+// the locked_at read back after an acquisition is that acquisition's: no
+// other acquisition of the row by this Provider can come between.
+func (p *Provider) acquireSlot(ctx context.Context, name string) (release func(), err error) {
+	v, _ := p.acquiring.LoadOrStore(name, make(chan struct{}, 1))
+	slot := v.(chan struct{})
+	select {
+	case slot <- struct{}{}:
+		return func() { <-slot }, nil
+	case <-ctx.Done():
+		return nil, fmt.Errorf("schedlock: lock of job %q: %w", name, context.Cause(ctx))
+	}
+}
+
+// acquire runs ShedLock's lock statements. If this Provider now holds the
+// lock, it returns the acquisition's locked_at (ms since the epoch), read
+// back from the row.
+func (p *Provider) acquire(ctx context.Context, cfg Config) (int64, error) {
+	release, err := p.acquireSlot(ctx, cfg.Name)
+	if err != nil {
+		return 0, err
+	}
+	defer release()
 	atMost := cfg.LockAtMostFor.Microseconds()
 	for attempt := 0; ; attempt++ {
 		_, known := p.known.Load(cfg.Name)
 		if !known {
 			n, err := p.exec(ctx, "lock (insert)", p.stmt.insert, cfg.Name, atMost, p.lockedBy, atMost)
 			if err != nil {
-				return err
+				return 0, err
 			}
 			if n == 1 {
-				if err := p.verifyInserted(ctx, cfg.Name); err != nil {
-					return err
+				lockedAt, err := p.readBack(ctx, cfg.Name, true)
+				if err != nil {
+					return 0, err
 				}
 				p.known.Store(cfg.Name, struct{}{})
-				return nil
+				return lockedAt, nil
 			}
 		}
 		n, err := p.exec(ctx, "lock (update)", p.stmt.update, atMost, p.lockedBy, cfg.Name, atMost)
 		if err != nil {
-			return err
+			return 0, err
 		}
 		if n == 1 {
 			p.known.Store(cfg.Name, struct{}{})
-			return nil
+			return p.readBack(ctx, cfg.Name, false)
 		}
 		// Not acquired. Tell "held by someone" from "the lease would end
 		// past TIMESTAMP's range" and from "there is no row by this name",
@@ -91,79 +113,89 @@ func (p *Provider) acquire(ctx context.Context, cfg Config) error {
 		err = p.db.QueryRowContext(ctx, p.stmt.holder, cfg.Name, atMost).Scan(&holder, &fits)
 		switch {
 		case err != nil:
-			return p.classify("lock (holder)", err)
+			return 0, p.classify("lock (holder)", err)
 		case fits.Int64 != 1:
-			return outOfRange(cfg.Name, "LockAtMostFor", cfg.LockAtMostFor)
+			return 0, outOfRange(cfg.Name, "LockAtMostFor", cfg.LockAtMostFor)
 		case holder.Valid:
 			p.known.Store(cfg.Name, struct{}{})
-			return fmt.Errorf("%w: job %q is held by %q", ErrLocked, cfg.Name, holder.String)
+			return 0, fmt.Errorf("%w: job %q is held by %q", ErrLocked, cfg.Name, holder.String)
 		case attempt == 0:
 			p.known.Delete(cfg.Name)
 			continue
 		}
-		return fmt.Errorf("%w: job %q: after INSERT IGNORE no row of table %s has this name; "+
+		return 0, fmt.Errorf("%w: job %q: after INSERT IGNORE no row of table %s has this name; "+
 			"its name column is narrower than VARCHAR(64) or its character set cannot hold the name",
 			ErrNameNotStorable, cfg.Name, p.table)
 	}
 }
 
-// verifyInserted checks that the row INSERT IGNORE just wrote carries the
-// name: INSERT IGNORE turns truncation and unconvertible characters into
+// readBack reads the locked_at the acquisition just wrote: the lease's
+// identity. After an insert it also checks that the row carries the name:
+// INSERT IGNORE turns truncation and unconvertible characters into
 // warnings, which is how ShedLock's users lost jobs.
-func (p *Provider) verifyInserted(ctx context.Context, name string) error {
-	var n int
-	err := p.db.QueryRowContext(ctx, p.stmt.ownsRow, name, p.lockedBy).Scan(&n)
-	if err != nil {
-		// We hold the row but cannot use it: give it back.
-		_ = p.giveBack(ctx, name)
-		return p.classify("lock (verify)", err)
-	}
-	if n != 1 {
-		return fmt.Errorf("%w: job %q: the row INSERT IGNORE wrote into table %s does not carry this name; "+
+func (p *Provider) readBack(ctx context.Context, name string, inserted bool) (int64, error) {
+	var lockedAt int64
+	err := p.db.QueryRowContext(ctx, p.stmt.acquired, name, p.lockedBy).Scan(&lockedAt)
+	switch {
+	case errors.Is(err, sql.ErrNoRows) && inserted:
+		return 0, fmt.Errorf("%w: job %q: the row INSERT IGNORE wrote into table %s does not carry this name; "+
 			"its name column is narrower than VARCHAR(64) or its character set cannot hold the name",
 			ErrNameNotStorable, name, p.table)
+	case errors.Is(err, sql.ErrNoRows):
+		// LockAtMostFor ran out before the read, and another instance
+		// took the row.
+		return 0, fmt.Errorf("%w: job %q: taken by another instance after this one's lease of %s ran out, "+
+			"before Lock could read the lease back", ErrLocked, name, p.table)
+	case err != nil:
+		// We hold the row but cannot use it: give it back.
+		_ = p.giveBack(ctx, name)
+		return 0, p.classify("lock (read back)", err)
 	}
-	return nil
+	return lockedAt, nil
 }
 
 // giveBack releases a lock that was taken but cannot be handed to the
-// caller, as if the job ran with LockAtLeastFor 0.
+// caller, as if the job ran with LockAtLeastFor 0. It runs while the
+// acquisition still holds its slot (acquireSlot), so this Provider has no
+// other lease of the row to match by name and locked_by.
 func (p *Provider) giveBack(ctx context.Context, name string) error {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), p.unlockTimeout)
 	defer cancel()
-	return p.unlock(ctx, name, 0)
+	_, err := p.exec(ctx, "give back", p.stmt.giveBack, 0, 0, name, p.lockedBy)
+	return err
 }
 
 // unlock runs ShedLock's unlock statement: lock_until =
-// max(locked_at + lockAtLeastFor, now), for our row only.
-func (p *Provider) unlock(ctx context.Context, name string, atLeast time.Duration) error {
+// max(locked_at + lockAtLeastFor, now), for the lease's row only.
+func (p *Provider) unlock(ctx context.Context, name string, lockedAt int64, atLeast time.Duration) error {
 	us := atLeast.Microseconds()
-	n, err := p.exec(ctx, "unlock", p.stmt.unlock, us, us, name, p.lockedBy)
+	n, err := p.exec(ctx, "unlock", p.stmt.unlock, us, us, name, p.lockedBy, lockedAt)
 	if err != nil {
 		return err
 	}
 	if n == 1 {
 		return nil
 	}
-	// 0 rows changed: either the row is not ours any more, or the new
-	// lock_until equals the old one (MySQL counts changed rows, not
+	// 0 rows changed: either the row is not this lease's any more, or the
+	// new lock_until equals the old one (MySQL counts changed rows, not
 	// matched ones). Look.
 	var mine int
-	if err := p.db.QueryRowContext(ctx, p.stmt.ownsRow, name, p.lockedBy).Scan(&mine); err != nil {
+	if err := p.db.QueryRowContext(ctx, p.stmt.ownsLease, name, p.lockedBy, lockedAt).Scan(&mine); err != nil {
 		return p.classify("unlock (check)", err)
 	}
 	if mine == 0 {
-		return fmt.Errorf("%w: job %q: at unlock the row of table %s was held by another instance "+
-			"(the job ran longer than LockAtMostFor, or its row was changed)", ErrLeaseLost, name, p.table)
+		return fmt.Errorf("%w: job %q: at unlock the row of table %s had been taken again after the lease ran out "+
+			"(by another instance or by a newer lease of this one: the job ran longer than LockAtMostFor), "+
+			"or changed by hand; it was left as it was", ErrLeaseLost, name, p.table)
 	}
 	return nil
 }
 
 // extend runs ShedLock's extend statement: lock_until = now + d, only while
-// the row is ours and unexpired.
-func (p *Provider) extend(ctx context.Context, name string, d time.Duration) error {
+// the row is the lease's and unexpired.
+func (p *Provider) extend(ctx context.Context, name string, lockedAt int64, d time.Duration) error {
 	us := d.Microseconds()
-	n, err := p.exec(ctx, "extend", p.stmt.extend, us, name, p.lockedBy, us)
+	n, err := p.exec(ctx, "extend", p.stmt.extend, us, name, p.lockedBy, lockedAt, us)
 	if err != nil {
 		return err
 	}
@@ -174,13 +206,13 @@ func (p *Provider) extend(ctx context.Context, name string, d time.Duration) err
 	// TIMESTAMP's range, or extended to the lock_until it already had
 	// (twice within one millisecond). Look.
 	var held, fits sql.NullInt64
-	if err := p.db.QueryRowContext(ctx, p.stmt.owned, name, p.lockedBy, us).Scan(&held, &fits); err != nil {
+	if err := p.db.QueryRowContext(ctx, p.stmt.owned, name, p.lockedBy, lockedAt, us).Scan(&held, &fits); err != nil {
 		return p.classify("extend (check)", err)
 	}
 	switch {
 	case held.Int64 == 0:
-		return fmt.Errorf("%w: job %q: the row of table %s is held by another instance or expired",
-			ErrLeaseLost, name, p.table)
+		return fmt.Errorf("%w: job %q: the row of table %s has expired, or was taken again "+
+			"(by another instance or by a newer lease of this one)", ErrLeaseLost, name, p.table)
 	case fits.Int64 != 1:
 		return outOfRange(name, "the extension", d)
 	}

@@ -29,6 +29,10 @@ type Provider struct {
 	// INSERT is skipped for them (as ShedLock does). A name whose row was
 	// deleted falls back to the INSERT.
 	known sync.Map
+
+	// acquiring holds a slot (a chan struct{} of capacity 1) per job name,
+	// taken for the span of one acquisition (see acquireSlot).
+	acquiring sync.Map
 }
 
 // NewProvider returns a Provider over db, or an error matching

@@ -16,17 +16,27 @@ package schedlock
 // lock wrote. holder and owned tell such a refusal from the other reasons
 // a statement changed nothing.
 //
-// holder, owned and ownsRow are this package's own read-only checks; they
-// never change the table.
+// A lease is one acquisition: the row's name, this Provider's locked_by and
+// the locked_at that acquisition wrote, which no other acquisition writes
+// (see leaseIs). The unlock and the extend carry all three in their WHERE,
+// where ShedLock's carry name and locked_by only; the values they write are
+// ShedLock's.
+//
+// holder, owned, ownsLease and acquired are this package's own read-only
+// checks; they never change the table. giveBack is ShedLock's unlock
+// statement as it is (name and locked_by only), for a row this Provider has
+// just taken and cannot hand to a lease.
 type statements struct {
-	create  string
-	insert  string // args: name, lockAtMostFor µs, lockedBy, lockAtMostFor µs
-	update  string // args: lockAtMostFor µs, lockedBy, name, lockAtMostFor µs
-	unlock  string // args: lockAtLeastFor µs, lockAtLeastFor µs, name, lockedBy
-	extend  string // args: lockAtMostFor µs, name, lockedBy, lockAtMostFor µs
-	holder  string // args: name, lockAtMostFor µs — (locked_by or NULL, fits)
-	owned   string // args: name, lockedBy, d µs — (unexpired and ours, fits)
-	ownsRow string // args: name, lockedBy — ours, expired or not
+	create    string
+	insert    string // args: name, lockAtMostFor µs, lockedBy, lockAtMostFor µs
+	update    string // args: lockAtMostFor µs, lockedBy, name, lockAtMostFor µs
+	unlock    string // args: lockAtLeastFor µs, lockAtLeastFor µs, name, lockedBy, lockedAt ms
+	giveBack  string // args: name, lockedBy
+	extend    string // args: lockAtMostFor µs, name, lockedBy, lockedAt ms, lockAtMostFor µs
+	holder    string // args: name, lockAtMostFor µs — (locked_by or NULL, fits)
+	owned     string // args: name, lockedBy, lockedAt ms, d µs — (unexpired and this lease's, fits)
+	ownsLease string // args: name, lockedBy, lockedAt ms — this lease's, expired or not
+	acquired  string // args: name, lockedBy — locked_at in ms since the epoch
 }
 
 const (
@@ -41,6 +51,27 @@ const (
 	// fitsDbNow is true when now + ? µs fits the TIMESTAMP column; not
 	// true (NULL) also when TIMESTAMPADD itself overflows, past 9999.
 	fitsDbNow = dbNowPlus + " <= " + timestampEnd
+
+	// lockedAtMs is locked_at in milliseconds since the epoch: UNIX_TIMESTAMP
+	// of a TIMESTAMP column is the stored instant itself, whatever the
+	// session's time_zone, and exact (a DECIMAL with the column's three
+	// fractional digits), so the value read back after acquiring compares
+	// equal in any session, on MySQL (which rounds what it stores) as on
+	// MariaDB (which truncates).
+	lockedAtMs = "CAST(UNIX_TIMESTAMP(locked_at) * 1000 AS SIGNED)"
+
+	// leaseIs matches the row of one acquisition. Every acquisition writes
+	// locked_at = now, and takes a row only once its lock_until <= now. A
+	// lock_until written by an acquisition or an extension is at least a
+	// millisecond past the locked_at beside it (LockAtMostFor and
+	// extensions are at least 1ms), so the next acquisition writes a later
+	// locked_at. Only a lease's unlock can write lock_until = locked_at
+	// (LockAtLeastFor 0, within the millisecond), and once the server has
+	// applied it that lease has no statement left to send (Unlock is its
+	// last, see (*Lease).Unlock). So no statement still to come from one
+	// acquisition matches another's row, as long as the server's clock does
+	// not step back (or a session's SET timestamp move it back).
+	leaseIs = "name = ? AND locked_by = ? AND " + lockedAtMs + " = ?"
 )
 
 func buildStatements(table string) statements {
@@ -56,12 +87,15 @@ func buildStatements(table string) statements {
 		update: "UPDATE " + table + " SET lock_until = " + dbNowPlus + ", locked_at = " + dbNow +
 			", locked_by = ? WHERE name = ? AND lock_until <= " + dbNow + " AND " + fitsDbNow,
 		unlock: "UPDATE " + table + " SET lock_until = IF(" + lockedAtPlus + " > " + dbNow + ", " +
+			lockedAtPlus + ", " + dbNow + ") WHERE " + leaseIs,
+		giveBack: "UPDATE " + table + " SET lock_until = IF(" + lockedAtPlus + " > " + dbNow + ", " +
 			lockedAtPlus + ", " + dbNow + ") WHERE name = ? AND locked_by = ?",
 		extend: "UPDATE " + table + " SET lock_until = " + dbNowPlus +
-			" WHERE name = ? AND locked_by = ? AND lock_until > " + dbNow + " AND " + fitsDbNow,
+			" WHERE " + leaseIs + " AND lock_until > " + dbNow + " AND " + fitsDbNow,
 		holder: "SELECT (SELECT locked_by FROM " + table + " WHERE name = ?), " + fitsDbNow,
-		owned: "SELECT (SELECT COUNT(*) FROM " + table + " WHERE name = ? AND locked_by = ? AND lock_until > " + dbNow +
+		owned: "SELECT (SELECT COUNT(*) FROM " + table + " WHERE " + leaseIs + " AND lock_until > " + dbNow +
 			"), " + fitsDbNow,
-		ownsRow: "SELECT COUNT(*) FROM " + table + " WHERE name = ? AND locked_by = ?",
+		ownsLease: "SELECT COUNT(*) FROM " + table + " WHERE " + leaseIs,
+		acquired:  "SELECT " + lockedAtMs + " FROM " + table + " WHERE name = ? AND locked_by = ?",
 	}
 }
