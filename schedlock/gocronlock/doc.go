@@ -28,9 +28,17 @@
 //   - It needs the table (schedlock.Provider.CreateTable), is shared with
 //     Java services using ShedLock's usingDbTime(), and costs two or three
 //     short statements per tick and instance.
-//   - LockAtMostFor must exceed the job's longest run: a run that outlives
-//     it may overlap with another instance's next run, and gocron drops the
-//     Unlock error that would say so.
+//   - LockAtMostFor must exceed the job's longest run, or LeaseOptions
+//     must set KeepAlive: a run that outlives its lease may overlap with
+//     another instance's next run, and gocron drops the Unlock error that
+//     would say so. Each run's Unlock acts on that run's lease only, so a
+//     late Unlock never ends a later run's lease.
+//   - On one instance, a run that outlives the job's period makes the next
+//     tick skip (Lock refuses while the Locker's previous run of the job
+//     has not been unlocked), whatever gocron's mode. gocron's own
+//     gocron.WithSingletonMode(gocron.LimitModeReschedule) on jobs that
+//     may outlive their period does the same before the Locker is asked,
+//     and says so in gocron's terms; it is recommended.
 //
 // NewNamedLocker (a namedlock.Locker, GET_LOCK) holds the lock exactly while
 // the job runs:

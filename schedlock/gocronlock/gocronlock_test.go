@@ -184,6 +184,27 @@ func TestAdapters(t *testing.T) {
 		if err != nil {
 			t.Fatalf("Lock after Unlock: %v", err)
 		}
+		// The same Locker refuses a second run while the first is not
+		// unlocked, even once its lease has run out.
+		short := NewLeaseLocker(a, LeaseOptions{LockAtMostFor: 50 * time.Millisecond})
+		first, err := short.Lock(ctx, "nightly")
+		if err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(100 * time.Millisecond)
+		if _, err := short.Lock(ctx, "nightly"); !errors.Is(err, schedlock.ErrLocked) || !strings.Contains(err.Error(), "previous run") {
+			t.Fatalf("Lock while this Locker's previous run goes on: %v", err)
+		}
+		if err := first.Unlock(ctx); err != nil {
+			t.Fatal(err)
+		}
+		second, err := short.Lock(ctx, "nightly")
+		if err != nil {
+			t.Fatalf("Lock after the previous run's Unlock: %v", err)
+		}
+		if err := second.Unlock(ctx); err != nil {
+			t.Fatal(err)
+		}
 		if err := lk.Unlock(ctx); err != nil {
 			t.Fatal(err)
 		}
@@ -318,6 +339,10 @@ func TestConstructorsPanic(t *testing.T) {
 			"gocronlock: NewLeaseLocker: LeaseOptions.LockAtLeastFor (1m0s) must not exceed LockAtMostFor (1s)"},
 		{"negative at least", func() { NewLeaseLocker(p, LeaseOptions{LockAtMostFor: time.Second, LockAtLeastFor: -1}) },
 			"gocronlock: NewLeaseLocker: LeaseOptions.LockAtLeastFor must not be negative, got -1ns"},
+		{"negative keep-alive", func() { NewLeaseLocker(p, LeaseOptions{LockAtMostFor: time.Second, KeepAlive: -1}) },
+			"gocronlock: NewLeaseLocker: LeaseOptions.KeepAlive must not be negative, got -1ns"},
+		{"keep-alive not shorter", func() { NewLeaseLocker(p, LeaseOptions{LockAtMostFor: time.Second, KeepAlive: time.Second}) },
+			"gocronlock: NewLeaseLocker: LeaseOptions.KeepAlive (1s) must be shorter than LockAtMostFor (1s)"},
 		{"nil named locker", func() { NewNamedLocker(nil) },
 			"gocronlock: NewNamedLocker with a nil *namedlock.Locker"},
 	} {
@@ -332,4 +357,5 @@ func TestConstructorsPanic(t *testing.T) {
 	}
 	// In range, including LockAtLeastFor equal to LockAtMostFor.
 	NewLeaseLocker(p, LeaseOptions{LockAtMostFor: time.Millisecond, LockAtLeastFor: time.Millisecond})
+	NewLeaseLocker(p, LeaseOptions{LockAtMostFor: time.Second, KeepAlive: time.Second / 3})
 }

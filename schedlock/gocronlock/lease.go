@@ -6,6 +6,7 @@ import (
 	"encoding/base32"
 	"fmt"
 	"strings"
+	"sync"
 	"time"
 	"unicode/utf8"
 
@@ -30,6 +31,15 @@ type LeaseOptions struct {
 	// whose tick fires late skips it. 0 unlocks at the end of the run; it
 	// must not exceed LockAtMostFor.
 	LockAtLeastFor time.Duration
+	// KeepAlive, if positive, extends the lease every KeepAlive while the
+	// run goes on (schedlock.Config.KeepAlive), so a run may outlive
+	// LockAtMostFor and other instances still skip the job until it ends;
+	// a crashed holder still frees it after LockAtMostFor. It must be
+	// shorter than LockAtMostFor (LockAtMostFor/3 is a good value); 0
+	// disables it. gocron gives the Locker no way to stop a run whose
+	// lease was lost: the run goes on, and its Unlock error, which says so,
+	// is dropped by gocron.
+	KeepAlive time.Duration
 }
 
 // NewLeaseLocker returns a gocron.Locker that takes each run's lock in p's
@@ -37,7 +47,15 @@ type LeaseOptions struct {
 // (mapped by LeaseName) and o's durations, and fails with an error matching
 // schedlock.ErrLocked while another instance holds the job, so gocron skips
 // the run; Unlock is ShedLock's unlock (lock_until =
-// max(locked_at + LockAtLeastFor, now)).
+// max(locked_at + LockAtLeastFor, now)) of that run's lease only.
+//
+// Lock also fails with an error matching schedlock.ErrLocked while this
+// Locker's previous run of the job has not been unlocked: a run that
+// outlives the job's period makes the next tick on the same instance skip,
+// as gocron.WithSingletonMode(gocron.LimitModeReschedule) does, instead of
+// running beside it once LockAtMostFor has passed. Runs on other instances
+// are kept out by the lease alone, so give a job that may run longer than
+// LockAtMostFor a KeepAlive.
 //
 //	gocronlock.NewLeaseLocker(provider, gocronlock.LeaseOptions{
 //		LockAtMostFor:  10 * time.Minute,
@@ -54,7 +72,7 @@ func NewLeaseLocker(p *schedlock.Provider, o LeaseOptions) gocron.Locker {
 	if err := o.validate(); err != nil {
 		panic("gocronlock: NewLeaseLocker: " + err.Error())
 	}
-	return &leaseLocker{p: p, atMost: o.LockAtMostFor, atLeast: o.LockAtLeastFor}
+	return &leaseLocker{p: p, o: o, running: map[string]bool{}}
 }
 
 // validate checks o by the rules of schedlock.Config.Validate, which each
@@ -67,34 +85,68 @@ func (o LeaseOptions) validate() error {
 		return fmt.Errorf("LeaseOptions.LockAtLeastFor must not be negative, got %v", o.LockAtLeastFor)
 	case o.LockAtLeastFor > o.LockAtMostFor:
 		return fmt.Errorf("LeaseOptions.LockAtLeastFor (%v) must not exceed LockAtMostFor (%v)", o.LockAtLeastFor, o.LockAtMostFor)
+	case o.KeepAlive < 0:
+		return fmt.Errorf("LeaseOptions.KeepAlive must not be negative, got %v", o.KeepAlive)
+	case o.KeepAlive > 0 && o.KeepAlive >= o.LockAtMostFor:
+		return fmt.Errorf("LeaseOptions.KeepAlive (%v) must be shorter than LockAtMostFor (%v)", o.KeepAlive, o.LockAtMostFor)
 	}
 	return nil
 }
 
 type leaseLocker struct {
-	p               *schedlock.Provider
-	atMost, atLeast time.Duration
+	p *schedlock.Provider
+	o LeaseOptions
+
+	mu      sync.Mutex
+	running map[string]bool // row names whose run has not been unlocked
 }
 
 // Lock implements gocron.Locker.
 func (l *leaseLocker) Lock(ctx context.Context, key string) (gocron.Lock, error) {
+	name := LeaseName(key)
+	l.mu.Lock()
+	if l.running[name] {
+		l.mu.Unlock()
+		return nil, fmt.Errorf("%w: gocronlock: job %q: this instance's previous run has not ended; this run is skipped "+
+			"(see NewLeaseLocker)", schedlock.ErrLocked, key)
+	}
+	l.running[name] = true
+	l.mu.Unlock()
 	lease, err := l.p.Lock(ctx, schedlock.Config{
-		Name:           LeaseName(key),
-		LockAtMostFor:  l.atMost,
-		LockAtLeastFor: l.atLeast,
+		Name:           name,
+		LockAtMostFor:  l.o.LockAtMostFor,
+		LockAtLeastFor: l.o.LockAtLeastFor,
+		KeepAlive:      l.o.KeepAlive,
 	})
 	if err != nil {
+		l.ended(name)
 		return nil, err
 	}
-	return leaseLock{lease}, nil
+	return &leaseLock{lease: lease, ended: func() { l.ended(name) }}, nil
 }
 
-type leaseLock struct{ lease *schedlock.Lease }
+func (l *leaseLocker) ended(name string) {
+	l.mu.Lock()
+	delete(l.running, name)
+	l.mu.Unlock()
+}
+
+type leaseLock struct {
+	lease *schedlock.Lease
+	once  sync.Once
+	ended func()
+}
 
 // Unlock implements gocron.Lock. It is not cut short by ctx's cancellation
 // (gocron passes the job's context, cancelled at shutdown); the Provider's
-// unlock timeout bounds it.
-func (l leaseLock) Unlock(ctx context.Context) error { return l.lease.Unlock(ctx) }
+// unlock timeout bounds it. It unlocks this run's lease only: a lease that
+// ran out and was taken again (by another instance, or by this one) is left
+// as it is, with an error matching schedlock.ErrLeaseLost.
+func (l *leaseLock) Unlock(ctx context.Context) error {
+	err := l.lease.Unlock(ctx)
+	l.once.Do(l.ended)
+	return err
+}
 
 const hashLen = 20 // base32 characters: 100 bits of SHA-256
 
