@@ -2,6 +2,7 @@ package schedlock
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"fmt"
 	"strings"
@@ -11,38 +12,52 @@ import (
 	"time"
 )
 
+// instance is a Provider on a pool of one connection, whose database clock
+// the test sets (SET timestamp), as a separate process would have.
+type instance struct {
+	p  *Provider
+	db *sql.DB
+}
+
 // fireTicks makes instances fire job at the same moment every period for
-// ticks ticks, and a late instance lateBy after each tick. It returns the
-// runs per tick and the late instance's runs.
-func fireTicks(t *testing.T, instances []*Provider, late *Provider, cfg Config, ticks int,
+// ticks ticks, and a late instance lateBy after each tick, in database time:
+// each instance's clock is frozen at the tick (the late one's at the tick
+// plus lateBy) before it fires, so how long the statements take on a busy
+// machine does not move any lock_until. The on-time instances fire
+// together, the late one after they have all returned. It returns the runs
+// per tick and the late instance's runs.
+func fireTicks(t *testing.T, instances []instance, late instance, cfg Config, ticks int,
 	period, lateBy time.Duration) (perTick []int, lateRuns int) {
 	t.Helper()
 	perTick = make([]int, ticks)
-	start := time.Now().Add(50 * time.Millisecond)
+	t0 := 1_700_000_000.0
+	run := func(tick int, in instance, at float64, runs *atomic.Int32) bool {
+		setDBTime(t, in.db, at)
+		ran, err := in.p.Run(bg, cfg, func(context.Context) error {
+			runs.Add(1)
+			return nil
+		})
+		if err != nil {
+			t.Errorf("tick %d: %s: %v", tick, in.p.LockedBy(), err)
+		}
+		return ran
+	}
 	for tick := range ticks {
-		at := start.Add(time.Duration(tick) * period)
+		at := t0 + float64(tick)*period.Seconds()
 		var runs atomic.Int32
 		var wg sync.WaitGroup
-		for _, p := range append([]*Provider{late}, instances...) {
+		start := make(chan struct{})
+		for _, in := range instances {
 			wg.Go(func() {
-				fireAt := at
-				if p == late {
-					fireAt = at.Add(lateBy)
-				}
-				time.Sleep(time.Until(fireAt))
-				ran, err := p.Run(bg, cfg, func(context.Context) error {
-					runs.Add(1)
-					return nil
-				})
-				if err != nil {
-					t.Errorf("tick %d: %s: %v", tick, p.LockedBy(), err)
-				}
-				if ran && p == late {
-					lateRuns++
-				}
+				<-start
+				run(tick, in, at, &runs)
 			})
 		}
+		close(start)
 		wg.Wait()
+		if run(tick, late, at+lateBy.Seconds(), &runs) {
+			lateRuns++
+		}
 		perTick[tick] = int(runs.Load())
 	}
 	return perTick, lateRuns
@@ -65,18 +80,19 @@ func TestThreeInstancesOneRunPerTick(t *testing.T) {
 		{"LockAtLeastFor one tick keeps the late instance out", 300 * time.Millisecond, 1, true, 0},
 		// The control: without LockAtLeastFor a fast job is unlocked at once,
 		// so the late instance runs it again (and so may a same-tick instance
-		// a little slower than the first).
+		// that reaches the row after the first has unlocked).
 		{"without LockAtLeastFor the late instance runs again", 0, 2, false, ticks},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			began := time.Now()
 			table := newTable(t, openDB(t))
-			var instances []*Provider
+			var instances []instance
 			for i := range 3 {
-				// One pool per instance, as separate processes would have.
-				instances = append(instances, New(openDB(t), WithTable(table), WithLockedBy(fmt.Sprintf("node-%d", i))))
+				db := singleConn(t)
+				instances = append(instances, instance{New(db, WithTable(table), WithLockedBy(fmt.Sprintf("node-%d", i))), db})
 			}
-			late := New(openDB(t), WithTable(table), WithLockedBy("node-late"))
+			lateDB := singleConn(t)
+			late := instance{New(lateDB, WithTable(table), WithLockedBy("node-late")), lateDB}
 			cfg := Config{Name: uniqueName(t), LockAtMostFor: 10 * time.Second, LockAtLeastFor: tc.atLeast}
 			perTick, lateRuns := fireTicks(t, instances, late, cfg, ticks, period, lateBy)
 			for tick, n := range perTick {
