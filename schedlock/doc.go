@@ -30,8 +30,9 @@
 //	  locked_by VARCHAR(255) NOT NULL, PRIMARY KEY (name))
 //
 // and the statements are those of ShedLock's MySQL provider with
-// usingDbTime() (MySqlServerTimeStatementsSource), durations in
-// microseconds, each with one condition added (FITS, below):
+// usingDbTime() (MySqlServerTimeStatementsSource, which ShedLock uses for
+// MySQL and MariaDB alike), durations in microseconds, with two conditions
+// added: FITS, and LEASE in the extend and the unlock (see Leases below):
 //
 //	lock:   INSERT IGNORE INTO shedlock (name, lock_until, locked_at, locked_by)
 //	          SELECT ?, TIMESTAMPADD(MICROSECOND, ?, UTC_TIMESTAMP(3)), UTC_TIMESTAMP(3), ?
@@ -40,24 +41,71 @@
 //	        UPDATE shedlock SET lock_until = TIMESTAMPADD(MICROSECOND, ?, UTC_TIMESTAMP(3)),
 //	          locked_at = UTC_TIMESTAMP(3), locked_by = ?
 //	          WHERE name = ? AND lock_until <= UTC_TIMESTAMP(3) AND FITS
+//	        then: SELECT locked_at of the row (the lease's identity)
 //	extend: UPDATE shedlock SET lock_until = TIMESTAMPADD(MICROSECOND, ?, UTC_TIMESTAMP(3))
-//	          WHERE name = ? AND locked_by = ? AND lock_until > UTC_TIMESTAMP(3) AND FITS
+//	          WHERE name = ? AND locked_by = ? AND LEASE AND lock_until > UTC_TIMESTAMP(3) AND FITS
 //	unlock: UPDATE shedlock SET lock_until = IF(TIMESTAMPADD(MICROSECOND, ?, locked_at) > UTC_TIMESTAMP(3),
 //	          TIMESTAMPADD(MICROSECOND, ?, locked_at), UTC_TIMESTAMP(3))
-//	          WHERE name = ? AND locked_by = ?
+//	          WHERE name = ? AND locked_by = ? AND LEASE
 //
 //	FITS:   TIMESTAMPADD(MICROSECOND, ?, UTC_TIMESTAMP(3)) <= FROM_UNIXTIME(2147483647.999)
+//	LEASE:  CAST(UNIX_TIMESTAMP(locked_at) * 1000 AS SIGNED) = ? (the locked_at read back)
 //
 // so Go instances and Java instances configured with usingDbTime() share job
 // locks in one table: within the TIMESTAMP range the rows written are
-// ShedLock's, byte for byte. Besides them the package only reads (SELECT by
-// primary key) to explain an unsuccessful statement: who holds the job, or
-// whether a row changed 0 rows because MySQL counts changed rows, not
-// matched ones.
+// ShedLock's, byte for byte. This is checked on MariaDB 10.11, MySQL 9.7
+// and TiDB 8.0 against ShedLock's statements as its source has them (not
+// against ShedLock itself running): where a value has more fractional
+// digits than the column's three, MySQL and TiDB round it and MariaDB
+// truncates it, for ShedLock's statements and the Provider's alike. Besides
+// them the package only reads (SELECT by primary key): the lease's
+// locked_at after acquiring, and, to explain an unsuccessful statement, who
+// holds the job, or whether a row changed 0 rows because MySQL counts
+// changed rows, not matched ones.
 //
 // Like ShedLock, the Provider skips the INSERT for names whose row it has
 // already seen; unlike ShedLock, it notices a deleted row and inserts it
 // again.
+//
+// # Leases
+//
+// A Lease is one acquisition of the job's row, identified by the row's
+// name, the Provider's locked_by and the locked_at the acquisition wrote,
+// read back from the row right after acquiring (compared as stored, so the
+// server's rounding of fractional seconds and the session's time_zone do
+// not matter). One Provider can hold several leases of one job over time,
+// since it may take its own expired row again; ShedLock's statements,
+// which match name and locked_by only, let an old lease's unlock or extend
+// act on the newer one. Here they do not:
+//
+//   - Who may write the row: an acquisition, only while the row's
+//     lock_until has passed (database time); after that, only the lease it
+//     made, through its extensions and its unlock, and only while the row
+//     still carries its locked_at. A lease whose row was taken again (by
+//     another instance, or by a newer lease of the same Provider) changes
+//     nothing: its Extend and Unlock report ErrLeaseLost. Every lock_until
+//     an acquisition or an extension writes is at least 1 ms past the
+//     row's locked_at, so an acquisition, which needs lock_until <= now,
+//     writes a locked_at that no lease still able to send a statement has
+//     (only a lease's applied unlock can leave lock_until = locked_at, and
+//     that lease has nothing left to send), as long as the server's clock
+//     does not step back. One Provider's
+//     acquisitions of a name are serialised, so the locked_at it reads
+//     back is its own acquisition's (names that differ only in case or
+//     accents share a row but not this serialisation: see Names).
+//   - When: Unlock is the lease's last statement. Once Unlock is called, no
+//     extension is sent (Extend returns ErrUnlocked, the keep-alive
+//     stops); Unlock sends the unlock only after every extension already
+//     sent has been answered by the server (none is cut off, not even by
+//     Extend's ctx: a statement whose connection is closed may still be
+//     applied). So when Unlock returns nil, every statement of the lease
+//     was applied before its unlock, and nothing of the lease lands after
+//     it. If an extension is still unanswered after the unlock timeout,
+//     Unlock cuts it off, unlocks anyway and returns an error saying the
+//     extension may still land after the unlock (a skipped run, never a
+//     second run at once).
+//   - An unlock cut off by its own timeout may still land later; it then
+//     acts on its lease only, never on a newer one.
 //
 // # The end of TIMESTAMP
 //
@@ -129,8 +177,8 @@
 //
 // # Choosing locked_by
 //
-// Unlock and extend match on locked_by, so it must be unique per Provider
-// among everything sharing the table. The default (hostname, process id and
+// Unlock and extend match on locked_by (and the lease's locked_at), so it
+// must be unique per Provider among everything sharing the table. The default (hostname, process id and
 // a random suffix per Provider) is; ShedLock's default, the bare hostname,
 // is not when one host runs several processes.
 //
