@@ -207,7 +207,12 @@ func (l *Lease) Unlock(ctx context.Context) error {
 
 	uctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), l.p.unlockTimeout)
 	defer cancel()
-	return join(l.p.unlock(uctx, l.cfg.Name, l.lockedAt, l.cfg.LockAtLeastFor), abandoned)
+	err := l.p.unlock(uctx, l.cfg.Name, l.lockedAt, l.cfg.LockAtLeastFor)
+	if abandoned != nil && err != nil {
+		// One message, with the package's prefix once.
+		return &multiError{msg: err.Error() + "; " + trimPrefix(abandoned), errs: []error{err, abandoned}}
+	}
+	return join(err, abandoned)
 }
 
 // markLost records the first loss, ends the lease and tells the owner.

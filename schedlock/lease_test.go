@@ -1,9 +1,11 @@
 package schedlock
 
 import (
+	"context"
 	"database/sql"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -154,4 +156,130 @@ func TestExtendAfterUnlockNeverLands(t *testing.T) {
 			t.Logf("%s: %d leases, %d revived after Unlock (Extend calls answered before it: %d)", mode, leases, revived, extends)
 		})
 	}
+}
+
+// An extension held up at the server (another transaction holds the row)
+// outlives Extend's ctx: Extend returns, but the statement is not cut off,
+// and Unlock waits for its answer before it unlocks; the row then has the
+// unlock's lock_until. With an unlock timeout shorter than the hold-up,
+// Unlock cuts the extension off, still unlocks, and says the extension may
+// land after it.
+func TestUnlockWaitsForHeldUpExtension(t *testing.T) {
+	t.Parallel()
+	const atMost, atLeast = 20 * time.Second, 5 * time.Second
+	hold := func(t *testing.T, db *sql.DB, table, name string) *sql.Tx {
+		t.Helper()
+		tx, err := db.BeginTx(bg, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = tx.Rollback() })
+		var n int
+		if err := tx.QueryRow("SELECT COUNT(*) FROM `"+table+"` WHERE name = ? FOR UPDATE", name).Scan(&n); err != nil || n != 1 {
+			t.Fatalf("hold the row: %d rows, %v", n, err)
+		}
+		return tx
+	}
+	extendHeldUp := func(t *testing.T, lease *Lease) {
+		t.Helper()
+		ctx, cancel := context.WithTimeout(bg, 100*time.Millisecond)
+		defer cancel()
+		err := lease.Extend(ctx, atMost)
+		if !errors.Is(err, context.DeadlineExceeded) {
+			t.Fatalf("Extend while the row is held: %v, want DeadlineExceeded", err)
+		}
+		checkMessage(t, err)
+	}
+
+	t.Run("waits", func(t *testing.T) {
+		t.Parallel()
+		db := openDB(t)
+		table := newTable(t, db)
+		p := New(db, WithTable(table))
+		name := uniqueName(t)
+		lease, err := p.Lock(bg, Config{Name: name, LockAtMostFor: atMost, LockAtLeastFor: atLeast})
+		if err != nil {
+			t.Fatal(err)
+		}
+		tx := hold(t, openDB(t), table, name)
+		extendHeldUp(t, lease)
+		unlocked := make(chan error, 1)
+		go func() { unlocked <- lease.Unlock(bg) }()
+		// The extension cannot be answered while tx holds the row, and
+		// Unlock (timeout 5 s) must not unlock before it is.
+		select {
+		case err := <-unlocked:
+			t.Fatalf("Unlock returned (%v) while its extension was unanswered", err)
+		case <-time.After(300 * time.Millisecond):
+		}
+		if err := tx.Commit(); err != nil {
+			t.Fatal(err)
+		}
+		if err := <-unlocked; err != nil {
+			t.Fatalf("Unlock: %v", err)
+		}
+		var atLeastEnd bool
+		if err := db.QueryRow("SELECT lock_until <= TIMESTAMPADD(MICROSECOND, ?, locked_at) FROM `"+table+"` WHERE name = ?",
+			(atLeast + time.Millisecond).Microseconds(), name).Scan(&atLeastEnd); err != nil {
+			t.Fatal(err)
+		}
+		if !atLeastEnd {
+			t.Errorf("row %+v: the extension landed after the unlock", readRow(t, db, table, name))
+		}
+		t.Logf("row after Unlock: %+v", readRow(t, db, table, name))
+	})
+	t.Run("cuts off after the unlock timeout", func(t *testing.T) {
+		t.Parallel()
+		db := openDB(t)
+		table := newTable(t, db)
+		p := New(db, WithTable(table), WithUnlockTimeout(300*time.Millisecond))
+		name := uniqueName(t)
+		lease, err := p.Lock(bg, Config{Name: name, LockAtMostFor: atMost, LockAtLeastFor: atLeast})
+		if err != nil {
+			t.Fatal(err)
+		}
+		tx := hold(t, openDB(t), table, name)
+		extendHeldUp(t, lease)
+		err = lease.Unlock(bg) // the unlock is held up too, and times out
+		if err == nil || !strings.Contains(err.Error(), "was cut off") || !errors.Is(err, context.DeadlineExceeded) {
+			t.Fatalf("Unlock: %v; want its timeout and the cut-off extension", err)
+		}
+		checkMessage(t, err)
+		if err := tx.Rollback(); err != nil {
+			t.Fatal(err)
+		}
+		t.Log(err)
+	})
+	// The keep-alive does not cut its extensions off either; while they are
+	// held up, the lease is still found lost by its local expiry timer.
+	t.Run("keep-alive held up", func(t *testing.T) {
+		t.Parallel()
+		db := openDB(t)
+		table := newTable(t, db)
+		p := New(db, WithTable(table), WithUnlockTimeout(300*time.Millisecond))
+		name := uniqueName(t)
+		cfg := Config{Name: name, LockAtMostFor: 400 * time.Millisecond, KeepAlive: 100 * time.Millisecond}
+		lease, err := p.Lock(bg, cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		tx := hold(t, openDB(t), table, name)
+		began := time.Now()
+		select {
+		case <-lease.Done():
+		case <-time.After(10 * time.Second):
+			t.Fatal("the lease was not found lost while its extensions were held up")
+		}
+		if took := time.Since(began); !errors.Is(lease.Err(), ErrLeaseLost) || took > 5*time.Second {
+			t.Fatalf("after %v: Err %v", took, lease.Err())
+		}
+		err = lease.Unlock(bg)
+		if err == nil || !strings.Contains(err.Error(), "was cut off") {
+			t.Fatalf("Unlock: %v; want the cut-off extension", err)
+		}
+		if err := tx.Rollback(); err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("lost: %v; Unlock: %v", lease.Err(), err)
+	})
 }
