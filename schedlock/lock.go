@@ -147,22 +147,13 @@ func (p *Provider) readBack(ctx context.Context, name string, inserted bool) (in
 		return 0, fmt.Errorf("%w: job %q: taken by another instance after this one's lease of %s ran out, "+
 			"before Lock could read the lease back", ErrLocked, name, p.table)
 	case err != nil:
-		// We hold the row but cannot use it: give it back.
-		_ = p.giveBack(ctx, name)
+		// The row is held but cannot be handed out without its identity.
+		// It is left to expire after LockAtMostFor, as a crash here would:
+		// an unlock by name and locked_by alone could, landing late, end
+		// a later lease of this Provider.
 		return 0, p.classify("lock (read back)", err)
 	}
 	return lockedAt, nil
-}
-
-// giveBack releases a lock that was taken but cannot be handed to the
-// caller, as if the job ran with LockAtLeastFor 0. It runs while the
-// acquisition still holds its slot (acquireSlot), so this Provider has no
-// other lease of the row to match by name and locked_by.
-func (p *Provider) giveBack(ctx context.Context, name string) error {
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), p.unlockTimeout)
-	defer cancel()
-	_, err := p.exec(ctx, "give back", p.stmt.giveBack, 0, 0, name, p.lockedBy)
-	return err
 }
 
 // unlock runs ShedLock's unlock statement: lock_until =

@@ -23,15 +23,12 @@ package schedlock
 // ShedLock's.
 //
 // holder, owned, ownsLease and acquired are this package's own read-only
-// checks; they never change the table. giveBack is ShedLock's unlock
-// statement as it is (name and locked_by only), for a row this Provider has
-// just taken and cannot hand to a lease.
+// checks; they never change the table.
 type statements struct {
 	create    string
 	insert    string // args: name, lockAtMostFor µs, lockedBy, lockAtMostFor µs
 	update    string // args: lockAtMostFor µs, lockedBy, name, lockAtMostFor µs
 	unlock    string // args: lockAtLeastFor µs, lockAtLeastFor µs, name, lockedBy, lockedAt ms
-	giveBack  string // args: name, lockedBy
 	extend    string // args: lockAtMostFor µs, name, lockedBy, lockedAt ms, lockAtMostFor µs
 	holder    string // args: name, lockAtMostFor µs — (locked_by or NULL, fits)
 	owned     string // args: name, lockedBy, lockedAt ms, d µs — (unexpired and this lease's, fits)
@@ -88,8 +85,6 @@ func buildStatements(table string) statements {
 			", locked_by = ? WHERE name = ? AND lock_until <= " + dbNow + " AND " + fitsDbNow,
 		unlock: "UPDATE " + table + " SET lock_until = IF(" + lockedAtPlus + " > " + dbNow + ", " +
 			lockedAtPlus + ", " + dbNow + ") WHERE " + leaseIs,
-		giveBack: "UPDATE " + table + " SET lock_until = IF(" + lockedAtPlus + " > " + dbNow + ", " +
-			lockedAtPlus + ", " + dbNow + ") WHERE name = ? AND locked_by = ?",
 		extend: "UPDATE " + table + " SET lock_until = " + dbNowPlus +
 			" WHERE " + leaseIs + " AND lock_until > " + dbNow + " AND " + fitsDbNow,
 		holder: "SELECT (SELECT locked_by FROM " + table + " WHERE name = ?), " + fitsDbNow,
