@@ -46,8 +46,8 @@ type Config struct {
 	LockAtLeastFor time.Duration
 
 	// KeepAlive, if positive, extends the lease every KeepAlive while the
-	// lease is held (lock_until = now + LockAtMostFor, only while this
-	// instance is still the holder), so a job may run longer than
+	// lease is held (lock_until = now + LockAtMostFor, only while the row
+	// is still this lease's), so a job may run longer than
 	// LockAtMostFor and a crash still frees the job after LockAtMostFor. It
 	// must be shorter than LockAtMostFor; LockAtMostFor/3 is a good value.
 	// 0 disables keep-alive, as in ShedLock's default.

@@ -10,7 +10,10 @@ import (
 
 // Lock tries once to take the lock of the job cfg.Name, with ShedLock's
 // statements: INSERT IGNORE of the job's row, and if the row exists, an
-// UPDATE that succeeds only if its lock_until has passed (in database time).
+// UPDATE that succeeds only if its lock_until has passed (in database time);
+// then it reads back the locked_at it wrote, which identifies the lease (see
+// Leases in the package documentation). This Provider's Lock calls for one
+// name take turns (a call waits, within ctx, for another's statements).
 //
 // A nil error means the lock is held until lock_until = now +
 // cfg.LockAtMostFor (database time); release it with (*Lease).Unlock. If
@@ -19,7 +22,8 @@ import (
 // database; a lease that would end past the TIMESTAMP column's range
 // matches ErrLeaseOutOfRange, and nothing is written; a missing table
 // matches ErrTableNotFound and a table without ShedLock's columns
-// ErrBadTable.
+// ErrBadTable. If the locked_at cannot be read back (a database error), the
+// row is left locked until its lock_until and the error is returned.
 //
 // If cfg.KeepAlive is positive, the Lease extends itself in a goroutine that
 // Unlock stops and waits for; Done and Err report a lost lease.
