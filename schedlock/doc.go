@@ -91,8 +91,8 @@
 //     that lease has nothing left to send), as long as the server's clock
 //     does not step back. One Provider's
 //     acquisitions of a name are serialised, so the locked_at it reads
-//     back is its own acquisition's (names that differ only in case or
-//     accents share a row but not this serialisation: see Names).
+//     back is its own acquisition's (names that differ only in accents
+//     may share a row but not this serialisation: see Names).
 //   - When: Unlock is the lease's last statement. Once Unlock is called, no
 //     extension is sent (Extend returns ErrUnlocked, the keep-alive
 //     stops); Unlock sends the unlock only after every extension already

@@ -38,13 +38,14 @@ type Lease struct {
 
 	done     chan struct{}
 	doneOnce sync.Once
+	finished chan struct{} // closed when the first Unlock returns
 
 	stopKA chan struct{} // closed by Unlock; nil without keep-alive
 	kaDone chan struct{}
 }
 
 func newLease(p *Provider, cfg Config, lockedAt int64, onLost func(error)) *Lease {
-	l := &Lease{p: p, cfg: cfg, lockedAt: lockedAt, onLost: onLost, done: make(chan struct{})}
+	l := &Lease{p: p, cfg: cfg, lockedAt: lockedAt, onLost: onLost, done: make(chan struct{}), finished: make(chan struct{})}
 	l.abandonCtx, l.abandon = context.WithCancel(context.Background())
 	return l
 }
@@ -167,7 +168,8 @@ func (l *Lease) startExtend(ctx context.Context, d time.Duration, deliver func(e
 // ran out (by another instance, or by a newer lease of this Provider): the
 // job may have run twice at once; the row was left as it was.
 //
-// Unlock on a nil Lease, or a second time, returns ErrUnlocked.
+// Unlock on a nil Lease returns ErrUnlocked; so does a second call, once
+// the first has returned.
 func (l *Lease) Unlock(ctx context.Context) error {
 	if l == nil {
 		return ErrUnlocked
@@ -175,10 +177,12 @@ func (l *Lease) Unlock(ctx context.Context) error {
 	l.mu.Lock()
 	if l.unlocked {
 		l.mu.Unlock()
+		<-l.finished
 		return ErrUnlocked
 	}
 	l.unlocked = true
 	l.mu.Unlock()
+	defer close(l.finished)
 	defer l.abandon()
 
 	if l.stopKA != nil {

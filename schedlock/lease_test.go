@@ -203,13 +203,20 @@ func TestUnlockWaitsForHeldUpExtension(t *testing.T) {
 		}
 		tx := hold(t, openDB(t), table, name)
 		extendHeldUp(t, lease)
-		unlocked := make(chan error, 1)
+		unlocked, again := make(chan error, 1), make(chan error, 1)
 		go func() { unlocked <- lease.Unlock(bg) }()
+		go func() {
+			time.Sleep(50 * time.Millisecond)
+			again <- lease.Unlock(bg)
+		}()
 		// The extension cannot be answered while tx holds the row, and
-		// Unlock (timeout 5 s) must not unlock before it is.
+		// Unlock (timeout 5 s) must not unlock before it is; nor may a
+		// second Unlock return before the first.
 		select {
 		case err := <-unlocked:
 			t.Fatalf("Unlock returned (%v) while its extension was unanswered", err)
+		case err := <-again:
+			t.Fatalf("a second Unlock returned (%v) while the first waited", err)
 		case <-time.After(300 * time.Millisecond):
 		}
 		if err := tx.Commit(); err != nil {
@@ -217,6 +224,9 @@ func TestUnlockWaitsForHeldUpExtension(t *testing.T) {
 		}
 		if err := <-unlocked; err != nil {
 			t.Fatalf("Unlock: %v", err)
+		}
+		if err := <-again; !errors.Is(err, ErrUnlocked) {
+			t.Fatalf("second Unlock: %v, want ErrUnlocked", err)
 		}
 		var atLeastEnd bool
 		if err := db.QueryRow("SELECT lock_until <= TIMESTAMPADD(MICROSECOND, ?, locked_at) FROM `"+table+"` WHERE name = ?",

@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 )
 
@@ -62,9 +63,12 @@ func (p *Provider) lock(ctx context.Context, cfg Config, onLost func(error)) (*L
 
 // acquireSlot serialises this Provider's acquisitions of one name, so that
 // the locked_at read back after an acquisition is that acquisition's: no
-// other acquisition of the row by this Provider can come between.
+// other acquisition of the row by this Provider can come between. Names
+// that differ in case or trailing spaces share a slot, since the column's
+// default collations make them one row; names that differ in accents only
+// do not (see Names in the package documentation).
 func (p *Provider) acquireSlot(ctx context.Context, name string) (release func(), err error) {
-	v, _ := p.acquiring.LoadOrStore(name, make(chan struct{}, 1))
+	v, _ := p.acquiring.LoadOrStore(slotKey(name), make(chan struct{}, 1))
 	slot := v.(chan struct{})
 	select {
 	case slot <- struct{}{}:
@@ -73,6 +77,10 @@ func (p *Provider) acquireSlot(ctx context.Context, name string) (release func()
 		return nil, fmt.Errorf("schedlock: lock of job %q: %w", name, context.Cause(ctx))
 	}
 }
+
+// slotKey is the acquisition slot of a name: folded to lower case, trailing
+// spaces dropped.
+func slotKey(name string) string { return strings.ToLower(strings.TrimRight(name, " ")) }
 
 // acquire runs ShedLock's lock statements. If this Provider now holds the
 // lock, it returns the acquisition's locked_at (ms since the epoch), read
