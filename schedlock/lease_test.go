@@ -206,7 +206,9 @@ func TestUnlockWaitsForHeldUpExtension(t *testing.T) {
 		unlocked, again := make(chan error, 1), make(chan error, 1)
 		go func() { unlocked <- lease.Unlock(bg) }()
 		go func() {
-			time.Sleep(50 * time.Millisecond)
+			for !errors.Is(lease.Err(), ErrUnlocked) { // the first Unlock has begun
+				time.Sleep(time.Millisecond)
+			}
 			again <- lease.Unlock(bg)
 		}()
 		// The extension cannot be answered while tx holds the row, and
