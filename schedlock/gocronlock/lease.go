@@ -22,8 +22,9 @@ import (
 type LeaseOptions struct {
 	// LockAtMostFor is how long the lease lasts if its holder never
 	// unlocks it (it crashed): the longest a crashed holder blocks the job.
-	// It must be at least 1ms, and longer than the job's longest run (gocron
-	// drops the Unlock error that would report an overlap).
+	// It must be at least 1ms, and longer than the job's longest run unless
+	// KeepAlive is set (gocron drops the Unlock error that would report an
+	// overlap).
 	LockAtMostFor time.Duration
 	// LockAtLeastFor is how long, from the start of the run, the job stays
 	// locked after a fast run: a little less than the job's interval and
