@@ -205,6 +205,19 @@ func TestAdapters(t *testing.T) {
 		if err := second.Unlock(ctx); err != nil {
 			t.Fatal(err)
 		}
+		// With KeepAlive a run outlives LockAtMostFor and keeps others out.
+		kept := NewLeaseLocker(a, LeaseOptions{LockAtMostFor: time.Second, KeepAlive: 100 * time.Millisecond})
+		long, err := kept.Lock(ctx, "weekly")
+		if err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(1500 * time.Millisecond)
+		if _, err := NewLeaseLocker(b, LeaseOptions{LockAtMostFor: time.Second}).Lock(ctx, "weekly"); !errors.Is(err, schedlock.ErrLocked) {
+			t.Fatalf("another instance's Lock 1.5 s into a kept-alive run with LockAtMostFor 1s: %v", err)
+		}
+		if err := long.Unlock(ctx); err != nil {
+			t.Fatal(err)
+		}
 		if err := lk.Unlock(ctx); err != nil {
 			t.Fatal(err)
 		}
