@@ -42,7 +42,8 @@ type Locker struct {
 	bgStop  context.CancelFunc      //
 	keeper  keeper                  // the keep-alive
 	stats   counters
-	serial  serialDBs // business databases whose serializable reads lock (serialtx.go)
+	serial  serialDBs   // business databases whose serializable reads lock (serialtx.go)
+	budget  *connBudget // the lock pool's connections in use (budget.go); nil on a fake backend
 }
 
 // New returns a Locker on db, which should come from [pool.Open] (a
@@ -83,6 +84,7 @@ func NewLocker(db *sql.DB, opts ...Option) (*Locker, error) {
 	}
 	l := newLocker(srv, cfg)
 	l.pool = db
+	l.budget = budgetOf(db)
 	return l, nil
 }
 
@@ -302,12 +304,24 @@ func (l *Locker) takeAtServer(ctx context.Context, q *queue, key string, try boo
 		sctx, cancel = context.WithCancelCause(ctx)
 		stop = context.AfterFunc(l.closing, func() { cancel(ErrClosed) })
 	}
-	ln, err := l.srv.take(ctx, sctx, key, q.name, try)
+	// One of the pool's connections is counted for the lock from before it
+	// is asked for until it is back in the pool (budget.go).
+	unit, err := l.takeUnit(ctx, sctx)
+	var ln link
+	if err == nil {
+		ln, err = l.srv.take(ctx, sctx, key, q.name, try)
+		if err != nil {
+			unit.give(1)
+		}
+	} else {
+		err = notAcquired(ctx, key, nil)
+	}
 	stop()
 	cancel(nil)
 	var s *session
 	if err == nil {
 		s = newSession(q.name, ln)
+		s.unit = unit
 	}
 	l.mu.Lock()
 	if err != nil && l.closed && ctx.Err() == nil {

@@ -1,0 +1,159 @@
+package namedlock
+
+import (
+	"context"
+	"database/sql"
+	"runtime"
+	"sync"
+	"weak"
+)
+
+// connBudget counts the connections of one lock pool that the Lockers on it
+// use, against the pool's limit (sql.DB.SetMaxOpenConns; pool.WithMaxConns),
+// so that a caller that needs several at once can reserve them all before
+// it takes any (DoMulti). Every acquisition at the server takes one unit
+// before it asks the pool for a connection, and the unit goes back when
+// that connection is back in the pool (or discarded): the session's end,
+// or the failure of the acquisition. The units in use never exceed the
+// limit, so a caller that holds a unit never waits long for a connection:
+// only for what uses the pool outside the Lockers.
+//
+// Units are granted first come, first served: a caller that needs n waits
+// until n are free, and callers that came after it wait behind it, so a
+// reservation of several is never starved by single acquisitions.
+type connBudget struct {
+	mu       sync.Mutex
+	used     int
+	capacity int // the pool's limit as last seen; 0: none
+	waiters  []*unitWaiter
+}
+
+// unitWaiter is a caller waiting for n units; ready is closed once they
+// are its.
+type unitWaiter struct {
+	n     int
+	ready chan struct{}
+}
+
+// budgets holds the budget of every lock pool that has a Locker, by pool:
+// Lockers on one *sql.DB share its connections, hence one budget. An entry
+// goes when its pool is garbage collected.
+var budgets sync.Map // weak.Pointer[sql.DB] -> *connBudget
+
+// budgetOf returns db's budget.
+func budgetOf(db *sql.DB) *connBudget {
+	key := weak.Make(db)
+	if b, ok := budgets.Load(key); ok {
+		return b.(*connBudget)
+	}
+	b, loaded := budgets.LoadOrStore(key, new(connBudget))
+	if !loaded {
+		runtime.AddCleanup(db, func(k weak.Pointer[sql.DB]) { budgets.Delete(k) }, key)
+	}
+	return b.(*connBudget)
+}
+
+// take waits until n units are free and takes them, or returns ctx's error
+// (taking none). capacity is the pool's limit now (0: no limit; n must not
+// exceed a limit).
+func (b *connBudget) take(ctx context.Context, n, capacity int) error {
+	b.mu.Lock()
+	b.capacity = capacity
+	if len(b.waiters) == 0 && b.fits(n) {
+		b.used += n
+		b.mu.Unlock()
+		return nil
+	}
+	w := &unitWaiter{n: n, ready: make(chan struct{})}
+	b.waiters = append(b.waiters, w)
+	b.mu.Unlock()
+	select {
+	case <-w.ready:
+		return nil
+	case <-ctx.Done():
+	}
+	b.mu.Lock()
+	select {
+	case <-w.ready: // granted meanwhile: give them back
+		b.used -= n
+	default:
+		for i, x := range b.waiters {
+			if x == w {
+				b.waiters = append(b.waiters[:i], b.waiters[i+1:]...)
+				break
+			}
+		}
+	}
+	b.grantLocked() // the waiters behind w may fit now
+	b.mu.Unlock()
+	return ctx.Err()
+}
+
+// give gives n units back; nothing on a nil budget.
+func (b *connBudget) give(n int) {
+	if b == nil || n == 0 {
+		return
+	}
+	b.mu.Lock()
+	b.used -= n
+	b.grantLocked()
+	b.mu.Unlock()
+}
+
+// fits reports whether n more units fit. b.mu held.
+func (b *connBudget) fits(n int) bool {
+	return b.capacity <= 0 || b.used+n <= b.capacity
+}
+
+// grantLocked grants units to the waiters in order, as long as the first
+// fits. b.mu held.
+func (b *connBudget) grantLocked() {
+	for len(b.waiters) > 0 && b.fits(b.waiters[0].n) {
+		w := b.waiters[0]
+		b.waiters[0] = nil
+		b.waiters = b.waiters[1:]
+		b.used += w.n
+		close(w.ready)
+	}
+}
+
+// reservation is the units a DoMulti reserved for its keys; each of its
+// acquisitions at the server takes one from it instead of from the budget.
+// Used by the DoMulti's goroutine alone, one acquisition at a time.
+type reservation struct{ left int }
+
+type reservationKey struct{}
+
+// reservationOf returns the reservation ctx carries, or nil.
+func reservationOf(ctx context.Context) *reservation {
+	r, _ := ctx.Value(reservationKey{}).(*reservation)
+	return r
+}
+
+// capacity is the lock pool's limit of open connections now (0: none, or
+// no pool).
+func (l *Locker) capacity() int {
+	if l.pool == nil {
+		return 0
+	}
+	return l.pool.Stats().MaxOpenConnections
+}
+
+// takeUnit takes the unit of one connection for an acquisition at the
+// server: from the caller's reservation (callerCtx, DoMulti's) when it has
+// one left, otherwise from the budget, waiting within ctx. It returns the
+// budget to give it back to, nil without one.
+func (l *Locker) takeUnit(callerCtx, ctx context.Context) (*connBudget, error) {
+	b := l.budget
+	if b == nil {
+		return nil, nil
+	}
+	if r := reservationOf(callerCtx); r != nil && r.left > 0 {
+		r.left--
+		return b, nil
+	}
+	if err := b.take(ctx, 1, l.capacity()); err != nil {
+		return nil, err
+	}
+	return b, nil
+}
