@@ -118,7 +118,7 @@ func OpenContext(ctx context.Context, dsn string, opts ...Option) (*sql.DB, erro
 	}
 	mc, err := mysql.NewConnector(cfg)
 	if err != nil { // normalize again: interpolateParams with an unsafe collation
-		return nil, invalidDSN(whatIsWrong(err, "", ""), err)
+		return nil, refusedDSN(err)
 	}
 	c := lockconn.NewConnector(mc, o.lease, tracked, dlog, sessionStatement(o.lease, limitVar))
 	db := sql.OpenDB(c)

@@ -29,7 +29,7 @@ func statementLimitVar(ctx context.Context, cfg *mysql.Config) (string, error) {
 	probeCfg := cfg.Clone()
 	mc, err := mysql.NewConnector(probeCfg)
 	if err != nil { // normalize again: interpolateParams with an unsafe collation
-		return "", invalidDSN(whatIsWrong(err, "", ""), err)
+		return "", refusedDSN(err)
 	}
 	db := sql.OpenDB(mc)
 	defer db.Close()
