@@ -394,6 +394,7 @@ func (l *Locker) Stats() Stats {
 		ServerAcquisitions: c.serverAcquired.Load(),
 		CancelledWaits:     c.cancelledWaits.Load(),
 		WaitDuration:       time.Duration(c.waitNanos.Load()),
+		ObserverPanics:     c.observerPanics.Load(),
 		FencedCommits:      c.fencedCommits.Load(),
 		FenceWaitTimeouts:  c.fenceWaitTimeouts.Load(),
 		FenceWaitDuration:  time.Duration(c.fenceWaitNanos.Load()),
@@ -411,10 +412,21 @@ func (l *Locker) queued() int {
 	return n
 }
 
+// observe delivers e to the observer, if any. A panic of the observer is
+// recovered and counted (Stats.ObserverPanics): observe is called in the
+// middle of an acquisition, a release, a loss or Close, which must go on
+// as if the observer had returned, or a lock would be left held with no
+// holder that knows of it.
 func (l *Locker) observe(e Event) {
-	if l.cfg.observer != nil {
-		l.cfg.observer(e)
+	if l.cfg.observer == nil {
+		return
 	}
+	defer func() {
+		if r := recover(); r != nil {
+			l.stats.observerPanics.Add(1)
+		}
+	}()
+	l.cfg.observer(e)
 }
 
 // Close releases every lock the Locker holds (their holders see [Lock.Done]
