@@ -162,6 +162,9 @@ func (l *Locker) acquire(ctx context.Context, key string, try, mint bool, e earl
 	k, handoff, err := l.take(ctx, key, name, try, e, atHead)
 	if err == nil && mint && l.cfg.fence != nil && k.Token() == 0 {
 		err = l.mintFor(ctx, k)
+		if err == nil && k.closedMeanwhile() {
+			err = ErrClosed // Close took it back during the mint
+		}
 	}
 	l.stats.waiting.Add(-1)
 	wait := time.Since(start)
@@ -175,7 +178,6 @@ func (l *Locker) acquire(ctx context.Context, key string, try, mint bool, e earl
 		return nil, err
 	}
 	l.stats.acquired.Add(1)
-	l.stats.held.Add(1)
 	if handoff {
 		l.stats.handoffs.Add(1)
 	} else {
@@ -209,7 +211,6 @@ func (l *Locker) mintFor(ctx context.Context, k *Lock) error {
 		l.mu.Unlock()
 		return nil
 	}
-	l.stats.held.Add(1) // the release counts it down again
 	_ = k.releaseWithin(l.cfg.releaseTimeout, false)
 	if errors.Is(err, ErrNotAcquired) {
 		return err
@@ -282,7 +283,6 @@ wait:
 	g := <-w.ch
 	switch {
 	case g.lock != nil:
-		l.stats.held.Add(1) // release counts it down again
 		_ = g.lock.releaseWithin(l.cfg.releaseTimeout, false)
 	case g.promoted:
 		l.mu.Lock()
@@ -347,9 +347,13 @@ func (l *Locker) takeAtServer(ctx context.Context, q *queue, key string, try boo
 }
 
 // newLock returns a held Lock on s for key, with the next token of s's
-// block when fencing (0 for a server acquisition: acquire mints). l.mu
-// held.
+// block when fencing (0 for a server acquisition: acquire mints), and
+// counts it held: every caller installs it as q's holder in the same
+// critical section, and Close and the release (freeLocked) count it down
+// under l.mu too, so Stats.Held never counts a holder twice or one that
+// is gone. l.mu held.
 func (l *Locker) newLock(q *queue, s *session, key string) *Lock {
+	l.stats.held.Add(1)
 	k := &Lock{l: l, q: q, sess: s, key: key, acquired: time.Now()}
 	if l.cfg.fence != nil {
 		k.token.Store(s.nextToken())
