@@ -18,9 +18,13 @@ import (
 // limit, so a caller that holds a unit never waits long for a connection:
 // only for what uses the pool outside the Lockers.
 //
-// Units are granted first come, first served: a caller that needs n waits
-// until n are free, and callers that came after it wait behind it, so a
-// reservation of several is never starved by single acquisitions.
+// Units are granted in order of arrival to every waiter they fit (first
+// fit): a caller that needs n waits until n are free at once, and callers
+// that need fewer are not held up behind it. Its wait is bounded by its
+// ctx, never by the others: while single acquisitions keep all but fewer
+// than n units in use, it waits. (Holding later callers behind it instead
+// would let one DoMulti, waiting with no deadline behind long-held locks,
+// stop every acquisition of the pool although connections are free.)
 type connBudget struct {
 	mu       sync.Mutex
 	used     int
@@ -59,7 +63,8 @@ func budgetOf(db *sql.DB) *connBudget {
 func (b *connBudget) take(ctx context.Context, n, capacity int) error {
 	b.mu.Lock()
 	b.capacity = capacity
-	if len(b.waiters) == 0 && b.fits(n) {
+	b.grantLocked() // those that fit a raised limit first
+	if b.fits(n) {
 		b.used += n
 		b.mu.Unlock()
 		return nil
@@ -84,7 +89,7 @@ func (b *connBudget) take(ctx context.Context, n, capacity int) error {
 			}
 		}
 	}
-	b.grantLocked() // the waiters behind w may fit now
+	b.grantLocked() // what w gave back may fit others
 	b.mu.Unlock()
 	return ctx.Err()
 }
@@ -105,16 +110,20 @@ func (b *connBudget) fits(n int) bool {
 	return b.capacity <= 0 || b.used+n <= b.capacity
 }
 
-// grantLocked grants units to the waiters in order, as long as the first
-// fits. b.mu held.
+// grantLocked grants units to the waiters they fit, in order of arrival.
+// b.mu held.
 func (b *connBudget) grantLocked() {
-	for len(b.waiters) > 0 && b.fits(b.waiters[0].n) {
-		w := b.waiters[0]
-		b.waiters[0] = nil
-		b.waiters = b.waiters[1:]
-		b.used += w.n
-		close(w.ready)
+	kept := b.waiters[:0]
+	for _, w := range b.waiters {
+		if b.fits(w.n) {
+			b.used += w.n
+			close(w.ready)
+			continue
+		}
+		kept = append(kept, w)
 	}
+	clear(b.waiters[len(kept):])
+	b.waiters = kept
 }
 
 // reservation is the units a DoMulti reserved for its keys; each of its

@@ -55,23 +55,29 @@ func (l *Locker) TryDo(ctx context.Context, key string, fn func(ctx context.Cont
 // [ErrInvalidArgument].
 //
 // Every lock held pins one connection of the lock pool, so before it takes
-// any key DoMulti reserves, at once, as many of the pool's connections as
-// it has keys: the Lockers on one *sql.DB count the connections they use
-// against its limit ([pool.WithMaxConns], sql.DB.SetMaxOpenConns), every
-// acquisition at the server one from before it asks the pool for it until
-// it is back, and a DoMulti waits (first come, first served, within ctx)
-// until all of its own are free. It never holds a lock while it waits for
-// a connection, and no acquisition can take the connections it reserved.
-// More keys than the pool's limit return an error matching
-// [ErrInvalidArgument] at once, before anything is locked.
+// any key DoMulti reserves as many of the pool's connections as it has
+// keys, all at once. The Lockers on one *sql.DB count the connections they
+// use against its limit ([pool.WithMaxConns], sql.DB.SetMaxOpenConns):
+// every acquisition at the server counts one from before it asks the pool
+// for it until it is back in the pool, and never more than the limit are
+// counted. A DoMulti waits, holding no lock and no connection, until its n
+// are free at once (within ctx; acquisitions that need fewer are not held
+// up behind it, so on a pool that they keep full it waits); its keys then
+// take their connections from the reservation, and no other acquisition
+// can take those. More keys than the pool's limit return an error matching
+// [ErrInvalidArgument] at once, before anything is locked. A DoMulti of
+// one key, which never holds one connection while it asks for another,
+// reserves nothing.
 //
 // So two callers of DoMulti can never deadlock against each other, in one
 // process or several: not on the locks, which every caller takes in the
-// same order, nor on the lock pool's connections. That holds for callers
-// that take their locks with DoMulti alone; a caller that already holds a
-// lock of the same pool, or whose fn takes more, is nested locking, which
-// the canonical order and the reservation do not cover (a Locker is not
-// re-entrant).
+// same order, nor on the lock pools' connections, since no caller waits
+// for a connection while it holds a lock. That holds for callers that take
+// their locks with DoMulti alone, on a lock pool that only Lockers use (a
+// statement of the application's own on it takes a connection that nothing
+// counts); a caller that already holds a lock of the same pool, or whose fn
+// takes more, is nested locking, which neither the order nor the
+// reservation covers (a Locker is not re-entrant).
 func (l *Locker) DoMulti(ctx context.Context, keys []string, fn func(ctx context.Context) error) error {
 	if fn == nil {
 		return nilFn("DoMulti")
