@@ -84,7 +84,12 @@ func execOn(ctx context.Context, dc driver.Conn, stmt string) error {
 		return err
 	}
 	defer st.Close()
-	_, err = st.Exec(nil) //nolint:staticcheck // the fallback of a driver without ExecerContext
+	if e, ok := st.(driver.StmtExecContext); ok {
+		_, err = e.ExecContext(ctx, nil)
+		return err
+	}
+	//lint:ignore SA1019 the fallback of a driver with neither ExecerContext nor StmtExecContext
+	_, err = st.Exec(nil)
 	return err
 }
 
