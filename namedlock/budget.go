@@ -11,12 +11,18 @@ import (
 // connBudget counts the connections of one lock pool that the Lockers on it
 // use, against the pool's limit (sql.DB.SetMaxOpenConns; pool.WithMaxConns),
 // so that a caller that needs several at once can reserve them all before
-// it takes any (DoMulti). Every acquisition at the server takes one unit
-// before it asks the pool for a connection, and the unit goes back when
-// that connection is back in the pool (or discarded): the session's end,
-// or the failure of the acquisition. The units in use never exceed the
-// limit, so a caller that holds a unit never waits long for a connection:
-// only for what uses the pool outside the Lockers.
+// it takes any (DoMulti). A Locker's queue of a name (which exists while
+// some caller is busy with the name: acquiring it at the server, holding
+// it, releasing it; see queue) uses at most one connection at a time, and
+// counts one unit for its whole life: taken before the queue is made, given
+// back when it is removed, by which time its connection is back in the
+// pool or discarded. The unit passes with the queue, from holder to
+// holder by handoff and to the waiter promoted to acquire at the server,
+// so no caller first in a queue ever waits for one: a caller waits for a
+// unit before it makes a queue, in no queue and holding nothing, and the
+// callers queued behind a busy party need none. The units in use never
+// exceed the limit, so a caller that has one never waits long for a
+// connection: only for what uses the pool outside the Lockers.
 //
 // Units are granted in order of arrival to every waiter they fit (first
 // fit): a caller that needs n waits until n are free at once, and callers
@@ -94,6 +100,19 @@ func (b *connBudget) take(ctx context.Context, n, capacity int) error {
 	return ctx.Err()
 }
 
+// tryTake takes n units if they are free now, and reports whether it did.
+func (b *connBudget) tryTake(n, capacity int) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.capacity = capacity
+	b.grantLocked()
+	if !b.fits(n) {
+		return false
+	}
+	b.used += n
+	return true
+}
+
 // give gives n units back; nothing on a nil budget.
 func (b *connBudget) give(n int) {
 	if b == nil || n == 0 {
@@ -127,8 +146,9 @@ func (b *connBudget) grantLocked() {
 }
 
 // reservation is the units a DoMulti reserved for its keys; each of its
-// acquisitions at the server takes one from it instead of from the budget.
-// Used by the DoMulti's goroutine alone, one acquisition at a time.
+// acquisitions that makes a queue takes one from it instead of from the
+// budget. Used by the DoMulti's goroutine alone, one acquisition at a
+// time.
 type reservation struct{ left int }
 
 type reservationKey struct{}
@@ -148,21 +168,41 @@ func (l *Locker) capacity() int {
 	return l.pool.Stats().MaxOpenConnections
 }
 
-// takeUnit takes the unit of one connection for an acquisition at the
-// server: from the caller's reservation (callerCtx, DoMulti's) when it has
-// one left, otherwise from the budget, waiting within ctx. It returns the
-// budget to give it back to, nil without one.
-func (l *Locker) takeUnit(callerCtx, ctx context.Context) (*connBudget, error) {
+// takeUnitLocked takes, without waiting, the unit of the connection that a
+// new queue will use: from the caller's reservation (ctx, a DoMulti's) when
+// it has one left, otherwise from the budget if one is free. false: none
+// is free. l.mu held (the budget's lock is taken under it, never the other
+// way round).
+func (l *Locker) takeUnitLocked(ctx context.Context) bool {
 	b := l.budget
 	if b == nil {
-		return nil, nil
+		return true
 	}
-	if r := reservationOf(callerCtx); r != nil && r.left > 0 {
+	if r := reservationOf(ctx); r != nil && r.left > 0 {
 		r.left--
-		return b, nil
+		return true
 	}
-	if err := b.take(ctx, 1, l.capacity()); err != nil {
-		return nil, err
+	return b.tryTake(1, l.capacity())
+}
+
+// waitUnit waits, within ctx and until Close, for the unit of a new
+// queue's connection and takes it. Its error is the acquisition's: ctx's
+// (ErrNotAcquired), or ErrClosed.
+func (l *Locker) waitUnit(ctx context.Context, key string) error {
+	wctx, cancel := l.closing, context.CancelCauseFunc(func(error) {})
+	stop := func() bool { return true }
+	if ctx.Done() != nil {
+		wctx, cancel = context.WithCancelCause(ctx)
+		stop = context.AfterFunc(l.closing, func() { cancel(ErrClosed) })
 	}
-	return b, nil
+	err := l.budget.take(wctx, 1, l.capacity())
+	stop()
+	cancel(nil)
+	if err == nil {
+		return nil
+	}
+	if ctx.Err() == nil {
+		return ErrClosed
+	}
+	return notAcquired(ctx, key, nil)
 }

@@ -58,13 +58,17 @@ func (l *Locker) TryDo(ctx context.Context, key string, fn func(ctx context.Cont
 // any key DoMulti reserves as many of the pool's connections as it has
 // keys, all at once. The Lockers on one *sql.DB count the connections they
 // use against its limit ([pool.WithMaxConns], sql.DB.SetMaxOpenConns):
-// every acquisition at the server counts one from before it asks the pool
-// for it until it is back in the pool, and never more than the limit are
-// counted. A DoMulti waits, holding no lock and no connection, until its n
-// are free at once (within ctx; acquisitions that need fewer are not held
-// up behind it, so on a pool that they keep full it waits); its keys then
-// take their connections from the reservation, and no other acquisition
-// can take those. More keys than the pool's limit return an error matching
+// each key that a caller of a Locker is busy with (acquiring it at the
+// server, holding it, releasing it) counts one, from before the first of
+// them asks for its connection until the last of them is done with it,
+// and never more than the limit are counted. A caller that needs one
+// waits for it before it joins the key's local queue, holding nothing;
+// callers queued behind a busy key need none. A DoMulti waits, holding no
+// lock and no connection, until its n are free at once (within ctx;
+// acquisitions that need fewer are not held up behind it, so on a pool
+// that they keep full it waits); its keys then take theirs from the
+// reservation (a key already busy in the process needs none), and no other
+// acquisition can take those. More keys than the pool's limit return an error matching
 // [ErrInvalidArgument] at once, before anything is locked. A DoMulti of
 // one key, which never holds one connection while it asks for another,
 // reserves nothing.

@@ -181,3 +181,52 @@ func TestDoMultiReservationWaitsBehindHolders(t *testing.T) {
 		t.Fatal("Close did not end the DoMulti waiting for its reservation")
 	}
 }
+
+// TestDoMultiBehindSingleOnFullPool: a DoMulti holds the reservation of
+// both connections of the pool and its first lock when a single Do on its
+// second key arrives and finds no connection free. That Do waits for one
+// without taking the key's place in line, so the DoMulti takes its second
+// key on the connection it reserved and ends; then the Do runs. (Were the
+// Do first in the key's local queue while it waited for a connection, the
+// DoMulti would wait behind it for a connection only its own end frees.)
+func TestDoMultiBehindSingleOnFullPool(t *testing.T) {
+	leakCheck(t)
+	base := uniqueKey(t, "")
+	ctx := testCtx(t, 60*time.Second)
+	var in *instance
+	single := make(chan error, 1)
+	var once sync.Once
+	observer := func(e namedlock.Event) {
+		if e.Outcome != namedlock.Acquired || e.Key != base+"1" || e.Context == nil || e.Context.Value(callerKey{}) == nil {
+			return
+		}
+		once.Do(func() {
+			go func() {
+				single <- in.locker.Do(ctx, base+"2", func(context.Context) error { return nil })
+			}()
+			deadline := time.Now().Add(5 * time.Second)
+			for in.locker.Stats().Waiting != 1 && time.Now().Before(deadline) {
+				time.Sleep(time.Millisecond)
+			}
+		})
+	}
+	in = newInstanceWithPool(t, []pool.Option{pool.WithMaxConns(2)}, namedlock.WithObserver(observer))
+	mctx, cancel := context.WithTimeout(context.WithValue(ctx, callerKey{}, "multi"), 15*time.Second)
+	defer cancel()
+	err := in.locker.DoMulti(mctx, []string{base + "1", base + "2"}, func(context.Context) error { return nil })
+	if err != nil {
+		t.Errorf("DoMulti with a single Do waiting for a connection on its second key: %v", err)
+	}
+	select {
+	case err := <-single:
+		if err != nil {
+			t.Errorf("the single Do: %v", err)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("the single Do did not end within 20 s")
+	}
+	if st := in.locker.Stats(); st.Held != 0 || st.Acquired != 3 {
+		t.Errorf("Stats = %+v, want 3 acquired, none held", st)
+	}
+	wantInUse(t, in.db, 0)
+}

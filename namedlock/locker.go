@@ -230,6 +230,23 @@ func (l *Locker) take(ctx context.Context, key, name string, try bool, e early, 
 		return nil, false, ErrClosed
 	}
 	q := l.queues[name]
+	if q == nil && !l.takeUnitLocked(ctx) {
+		// No connection of the pool is free for a new queue: wait for
+		// one outside any queue (budget.go), then look again.
+		l.mu.Unlock()
+		if err := l.waitUnit(ctx, key); err != nil {
+			return nil, false, err
+		}
+		l.mu.Lock()
+		if l.closed {
+			l.mu.Unlock()
+			l.budget.give(1)
+			return nil, false, ErrClosed
+		}
+		if q = l.queues[name]; q != nil {
+			l.budget.give(1) // someone made the queue meanwhile: its unit serves
+		}
+	}
 	if q == nil {
 		q = &queue{name: name}
 		l.queues[name] = q
@@ -304,24 +321,12 @@ func (l *Locker) takeAtServer(ctx context.Context, q *queue, key string, try boo
 		sctx, cancel = context.WithCancelCause(ctx)
 		stop = context.AfterFunc(l.closing, func() { cancel(ErrClosed) })
 	}
-	// One of the pool's connections is counted for the lock from before it
-	// is asked for until it is back in the pool (budget.go).
-	unit, err := l.takeUnit(ctx, sctx)
-	var ln link
-	if err == nil {
-		ln, err = l.srv.take(ctx, sctx, key, q.name, try)
-		if err != nil {
-			unit.give(1)
-		}
-	} else {
-		err = notAcquired(ctx, key, nil)
-	}
+	ln, err := l.srv.take(ctx, sctx, key, q.name, try)
 	stop()
 	cancel(nil)
 	var s *session
 	if err == nil {
 		s = newSession(q.name, ln)
-		s.unit = unit
 	}
 	l.mu.Lock()
 	if err != nil && l.closed && ctx.Err() == nil {
@@ -367,6 +372,7 @@ func (l *Locker) newLock(q *queue, s *session, key string) *Lock {
 func (l *Locker) advanceLocked(q *queue) {
 	if !q.advance(l.closed) && l.queues[q.name] == q {
 		delete(l.queues, q.name)
+		l.budget.give(1) // its connection is back in the pool, or discarded
 	}
 }
 
@@ -448,6 +454,7 @@ func (l *Locker) Close() error {
 	var sessions []*session
 	var keys []string // the key of each session's holder (its name if none)
 	var taken []Event // the holds Close ends, for the observer
+	removed := 0      // queues removed: their units go back once released
 	for name, q := range l.queues {
 		q.fail(ErrClosed)
 		key := name
@@ -465,6 +472,7 @@ func (l *Locker) Close() error {
 			keys = append(keys, key)
 			q.detach()
 			delete(l.queues, name)
+			removed++
 		}
 		// A queue whose head is still at the server stays: the head sees
 		// closed, gives back what it got and removes the queue.
@@ -483,6 +491,7 @@ func (l *Locker) Close() error {
 		})
 	}
 	wg.Wait()
+	l.budget.give(removed)
 	l.bgStop()
 	l.keeper.wait()
 	l.srv.close()

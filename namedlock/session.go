@@ -22,7 +22,7 @@ type session struct {
 
 	// The statements on link run one at a time: a statement runs while its
 	// caller holds the turn (busy, taken and given back under turnMu and
-	// waited for on turnFree), which guards gone, lostErr and unit. Lock order:
+	// waited for on turnFree), which guards gone and lostErr. Lock order:
 	// the turn before pmu. Locker.mu is never held together with either: no
 	// statement runs under Locker.mu. (Not a plain sync.Mutex held across the
 	// round trip: a goroutine waiting in sync.Cond.Wait is durably blocked
@@ -32,10 +32,6 @@ type session struct {
 	busy     bool
 	gone     bool  // link released or discarded
 	lostErr  error // why link was discarded after a failed check or release
-	// unit is the lock pool's budget that counts link's connection, given
-	// back (and set to nil) once the link is gone; nil without one. Set
-	// before the session is shared.
-	unit *connBudget
 
 	// pmu guards the proof; it is never held across a statement.
 	pmu       sync.Mutex
@@ -159,15 +155,7 @@ func (s *session) check(bg context.Context, timeout time.Duration, since time.Ti
 	}
 	s.gone, s.lostErr = true, loss
 	s.link.discard()
-	s.unitBack()
 	return loss
-}
-
-// unitBack gives the unit of the link's connection back to the budget, once
-// the link is gone. Called with the turn.
-func (s *session) unitBack() {
-	s.unit.give(1)
-	s.unit = nil
 }
 
 // abandon discards the link of a session found lost without a statement
@@ -182,7 +170,6 @@ func (s *session) abandon(loss error) {
 	}
 	s.gone, s.lostErr = true, loss
 	s.link.discard()
-	s.unitBack()
 }
 
 // prove makes sure that the session held its lock at some moment after
@@ -240,7 +227,6 @@ func (s *session) release(ctx context.Context, timeout time.Duration) error {
 	s.gone = true
 	sent := time.Now()
 	err := s.link.release(ctx, deadline)
-	s.unitBack()
 	switch {
 	case err == nil:
 		s.proved(sent) // held until now: earlier holders (handoffs) are covered
