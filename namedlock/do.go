@@ -57,31 +57,32 @@ func (l *Locker) TryDo(ctx context.Context, key string, fn func(ctx context.Cont
 // Every lock held pins one connection of the lock pool, so before it takes
 // any key DoMulti reserves as many of the pool's connections as it has
 // keys, all at once. The Lockers on one *sql.DB count the connections they
-// use against its limit ([pool.WithMaxConns], sql.DB.SetMaxOpenConns):
-// each key that a caller of a Locker is busy with (acquiring it at the
-// server, holding it, releasing it) counts one, from before the first of
-// them asks for its connection until the last of them is done with it,
-// and never more than the limit are counted. A caller that needs one
-// waits for it before it joins the key's local queue, holding nothing;
-// callers queued behind a busy key need none. A DoMulti waits, holding no
-// lock and no connection, until its n are free at once (within ctx;
+// use against its limit ([pool.WithMaxConns], sql.DB.SetMaxOpenConns), and
+// never count more than the limit: each key that a caller of a Locker is
+// busy with (acquiring it at the server, holding it, releasing it) counts
+// one, from before the first of them asks for its connection until the
+// last of them is done with it. A caller that needs one waits for it
+// before it joins the key's local queue, holding nothing; callers queued
+// behind a busy key need none. A DoMulti waits, holding no lock and no
+// connection, until its n are free at once (within ctx, and until Close;
 // acquisitions that need fewer are not held up behind it, so on a pool
 // that they keep full it waits); its keys then take theirs from the
 // reservation (a key already busy in the process needs none), and no other
-// acquisition can take those. More keys than the pool's limit return an error matching
-// [ErrInvalidArgument] at once, before anything is locked. A DoMulti of
-// one key, which never holds one connection while it asks for another,
-// reserves nothing.
+// acquisition can take those. More keys than the pool's limit return an
+// error matching [ErrInvalidArgument] at once, before anything is locked.
+// A DoMulti of one key, which never holds one connection while it asks for
+// another, reserves nothing.
 //
 // So two callers of DoMulti can never deadlock against each other, in one
 // process or several: not on the locks, which every caller takes in the
-// same order, nor on the lock pools' connections, since no caller waits
-// for a connection while it holds a lock. That holds for callers that take
-// their locks with DoMulti alone, on a lock pool that only Lockers use (a
-// statement of the application's own on it takes a connection that nothing
-// counts); a caller that already holds a lock of the same pool, or whose fn
-// takes more, is nested locking, which neither the order nor the
-// reservation covers (a Locker is not re-entrant).
+// same order, nor on the lock pools' connections, since a DoMulti never
+// waits for a connection while it holds a lock, and whoever it waits for
+// in a key's queue has the connection it needs. That holds for callers
+// that take their locks with DoMulti alone, on a lock pool that only
+// Lockers use (a statement of the application's own on it takes a
+// connection that nothing counts); a caller that already holds a lock of
+// the same pool, or whose fn takes more, is nested locking, which neither
+// the order nor the reservation covers (a Locker is not re-entrant).
 func (l *Locker) DoMulti(ctx context.Context, keys []string, fn func(ctx context.Context) error) error {
 	if fn == nil {
 		return nilFn("DoMulti")
