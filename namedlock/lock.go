@@ -80,6 +80,14 @@ func (k *Lock) Err() error {
 	return k.err
 }
 
+// closedMeanwhile reports whether Close took k back (before its holder
+// had it: during the fencing mint).
+func (k *Lock) closedMeanwhile() bool {
+	k.l.mu.Lock()
+	defer k.l.mu.Unlock()
+	return k.state == stateClosed
+}
+
 // endLocked moves a held lock to its final state. l.mu must be held.
 func (k *Lock) endLocked(state lockState, err error) {
 	if k.state != stateHeld {

@@ -42,7 +42,8 @@ type Locker struct {
 	bgStop  context.CancelFunc      //
 	keeper  keeper                  // the keep-alive
 	stats   counters
-	serial  serialDBs // business databases whose serializable reads lock (serialtx.go)
+	serial  serialDBs   // business databases whose serializable reads lock (serialtx.go)
+	budget  *connBudget // the lock pool's connections in use (budget.go); nil on a fake backend
 }
 
 // New returns a Locker on db, which should come from [pool.Open] (a
@@ -83,6 +84,7 @@ func NewLocker(db *sql.DB, opts ...Option) (*Locker, error) {
 	}
 	l := newLocker(srv, cfg)
 	l.pool = db
+	l.budget = budgetOf(db)
 	return l, nil
 }
 
@@ -160,6 +162,9 @@ func (l *Locker) acquire(ctx context.Context, key string, try, mint bool, e earl
 	k, handoff, err := l.take(ctx, key, name, try, e, atHead)
 	if err == nil && mint && l.cfg.fence != nil && k.Token() == 0 {
 		err = l.mintFor(ctx, k)
+		if err == nil && k.closedMeanwhile() {
+			err = ErrClosed // Close took it back during the mint
+		}
 	}
 	l.stats.waiting.Add(-1)
 	wait := time.Since(start)
@@ -173,7 +178,6 @@ func (l *Locker) acquire(ctx context.Context, key string, try, mint bool, e earl
 		return nil, err
 	}
 	l.stats.acquired.Add(1)
-	l.stats.held.Add(1)
 	if handoff {
 		l.stats.handoffs.Add(1)
 	} else {
@@ -207,7 +211,6 @@ func (l *Locker) mintFor(ctx context.Context, k *Lock) error {
 		l.mu.Unlock()
 		return nil
 	}
-	l.stats.held.Add(1) // the release counts it down again
 	_ = k.releaseWithin(l.cfg.releaseTimeout, false)
 	if errors.Is(err, ErrNotAcquired) {
 		return err
@@ -227,6 +230,23 @@ func (l *Locker) take(ctx context.Context, key, name string, try bool, e early, 
 		return nil, false, ErrClosed
 	}
 	q := l.queues[name]
+	if q == nil && !l.takeUnitLocked(ctx) {
+		// No connection of the pool is free for a new queue: wait for
+		// one outside any queue (budget.go), then look again.
+		l.mu.Unlock()
+		if err := l.waitUnit(ctx, key); err != nil {
+			return nil, false, err
+		}
+		l.mu.Lock()
+		if l.closed {
+			l.mu.Unlock()
+			l.budget.give(1)
+			return nil, false, ErrClosed
+		}
+		if q = l.queues[name]; q != nil {
+			l.budget.give(1) // someone made the queue meanwhile: its unit serves
+		}
+	}
 	if q == nil {
 		q = &queue{name: name}
 		l.queues[name] = q
@@ -280,7 +300,6 @@ wait:
 	g := <-w.ch
 	switch {
 	case g.lock != nil:
-		l.stats.held.Add(1) // release counts it down again
 		_ = g.lock.releaseWithin(l.cfg.releaseTimeout, false)
 	case g.promoted:
 		l.mu.Lock()
@@ -333,9 +352,13 @@ func (l *Locker) takeAtServer(ctx context.Context, q *queue, key string, try boo
 }
 
 // newLock returns a held Lock on s for key, with the next token of s's
-// block when fencing (0 for a server acquisition: acquire mints). l.mu
-// held.
+// block when fencing (0 for a server acquisition: acquire mints), and
+// counts it held: every caller installs it as q's holder in the same
+// critical section, and Close and the release (freeLocked) count it down
+// under l.mu too, so Stats.Held never counts a holder twice or one that
+// is gone. l.mu held.
 func (l *Locker) newLock(q *queue, s *session, key string) *Lock {
+	l.stats.held.Add(1)
 	k := &Lock{l: l, q: q, sess: s, key: key, acquired: time.Now()}
 	if l.cfg.fence != nil {
 		k.token.Store(s.nextToken())
@@ -349,6 +372,7 @@ func (l *Locker) newLock(q *queue, s *session, key string) *Lock {
 func (l *Locker) advanceLocked(q *queue) {
 	if !q.advance(l.closed) && l.queues[q.name] == q {
 		delete(l.queues, q.name)
+		l.budget.give(1) // its connection is back in the pool, or discarded
 	}
 }
 
@@ -380,6 +404,7 @@ func (l *Locker) Stats() Stats {
 		ServerAcquisitions: c.serverAcquired.Load(),
 		CancelledWaits:     c.cancelledWaits.Load(),
 		WaitDuration:       time.Duration(c.waitNanos.Load()),
+		ObserverPanics:     c.observerPanics.Load(),
 		FencedCommits:      c.fencedCommits.Load(),
 		FenceWaitTimeouts:  c.fenceWaitTimeouts.Load(),
 		FenceWaitDuration:  time.Duration(c.fenceWaitNanos.Load()),
@@ -397,10 +422,21 @@ func (l *Locker) queued() int {
 	return n
 }
 
+// observe delivers e to the observer, if any. A panic of the observer is
+// recovered and counted (Stats.ObserverPanics): observe is called in the
+// middle of an acquisition, a release, a loss or Close, which must go on
+// as if the observer had returned, or a lock would be left held with no
+// holder that knows of it.
 func (l *Locker) observe(e Event) {
-	if l.cfg.observer != nil {
-		l.cfg.observer(e)
+	if l.cfg.observer == nil {
+		return
 	}
+	defer func() {
+		if r := recover(); r != nil {
+			l.stats.observerPanics.Add(1)
+		}
+	}()
+	l.cfg.observer(e)
 }
 
 // Close releases every lock the Locker holds (their holders see [Lock.Done]
@@ -418,6 +454,7 @@ func (l *Locker) Close() error {
 	var sessions []*session
 	var keys []string // the key of each session's holder (its name if none)
 	var taken []Event // the holds Close ends, for the observer
+	removed := 0      // queues removed: their units go back once released
 	for name, q := range l.queues {
 		q.fail(ErrClosed)
 		key := name
@@ -435,6 +472,7 @@ func (l *Locker) Close() error {
 			keys = append(keys, key)
 			q.detach()
 			delete(l.queues, name)
+			removed++
 		}
 		// A queue whose head is still at the server stays: the head sees
 		// closed, gives back what it got and removes the queue.
@@ -453,6 +491,7 @@ func (l *Locker) Close() error {
 		})
 	}
 	wg.Wait()
+	l.budget.give(removed)
 	l.bgStop()
 	l.keeper.wait()
 	l.srv.close()

@@ -123,7 +123,9 @@ func WithReleaseTimeout(d time.Duration) Option {
 // acquisition, failed acquisition, release and loss — a hook for metrics
 // (wait time, hold time, outcome) that keeps the library free of any metrics
 // package. fn must be fast, safe for concurrent use, and must not call the
-// Locker.
+// Locker. A panic in fn is recovered and counted in [Stats].ObserverPanics:
+// the acquisition, release or loss it was told of goes on as if fn had
+// returned (fn must not call runtime.Goexit, which cannot be recovered).
 func WithObserver(fn func(Event)) Option {
 	return func(c *config) error { c.observer = fn; return nil }
 }

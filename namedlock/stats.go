@@ -21,6 +21,8 @@ type Stats struct {
 	CancelledWaits     int64         // server waits ended because ctx ended (their session is killed)
 	WaitDuration       time.Duration // total time spent acquiring, successful or not
 
+	ObserverPanics int64 // calls of the observer ([WithObserver]) that panicked; each was recovered
+
 	FencedCommits     int64         // fenced DoTx transactions committed
 	FenceWaitTimeouts int64         // fenced DoTx whose mint gave up waiting for the fence row ([ErrFenceWait])
 	FenceWaitDuration time.Duration // total time fenced DoTx spent in their mint, waiting for the fence row
@@ -33,4 +35,5 @@ type counters struct {
 	waitNanos                                atomic.Int64
 	fencedCommits, fenceWaitTimeouts         atomic.Int64
 	fenceWaitNanos                           atomic.Int64
+	observerPanics                           atomic.Int64
 }

@@ -9,6 +9,8 @@ import (
 	"strings"
 
 	"github.com/go-sql-driver/mysql"
+
+	"github.com/namedlock/mysql/internal/dsn"
 )
 
 // Sentinel errors of [Open], matched with [errors.Is]. The message of an
@@ -75,114 +77,29 @@ func oneLine(s string) string {
 	return strings.Join(strings.Fields(strings.ReplaceAll(s, "\n", "; ")), " ")
 }
 
-// dsnFormat is what a DSN looks like, for messages.
-const dsnFormat = "the go-sql-driver format user:password@tcp(host:port)/dbname"
-
-// Texts of the driver's DSN errors that hold no DSN text: such an error is
-// kept in the chain. Any other parse error is replaced, not wrapped.
-var driverFixedDSNErrors = map[string]string{
-	"invalid DSN: missing the slash separating the database name":           "no '/' before the database name (write /dbname after the address, or a bare / for none); expected " + dsnFormat,
-	"invalid DSN: network address not terminated (missing closing brace)":   "the address has no closing ')'; expected " + dsnFormat,
-	"invalid DSN: did you forget to escape a param value?":                  "a '/' or ')' after the address is not escaped (URL-escape parameter values, e.g. %2F for '/')",
-	"invalid DSN: interpolateParams can not be used with unsafe collations": "the collation cannot be used with interpolateParams, which the lock pool needs (use a utf8mb4 collation)",
+// invalidDSN is the ErrInvalidDSN error of e, the shared parser's: its
+// text says what is wrong, with the driver's error in the chain only if e
+// kept it (its text is then one of the fixed ones).
+func invalidDSN(e *dsn.Error) error {
+	return newOpenError([]error{ErrInvalidDSN, e.Driver}, "pool: invalid DSN: %s", e.What)
 }
 
-// driverParams are the parameters the driver itself interprets: a message
-// may name one of them, since the name then comes from this list.
-var driverParams = map[string]bool{
-	"allowAllFiles": true, "allowCleartextPasswords": true, "allowFallbackToPlaintext": true,
-	"allowNativePasswords": true, "allowOldPasswords": true, "charset": true, "checkConnLiveness": true,
-	"clientFoundRows": true, "collation": true, "columnsWithAlias": true, "compress": true,
-	"connectionAttributes": true, "interpolateParams": true, "loc": true, "maxAllowedPacket": true,
-	"multiStatements": true, "parseTime": true, "readTimeout": true, "rejectReadOnly": true,
-	"serverPubKey": true, "strict": true, "timeTruncate": true, "timeout": true, "tls": true,
-	"writeTimeout": true,
-}
+// refusedDSN is the ErrInvalidDSN error of a Config that the driver
+// refused to make a connector of (an unsafe collation with
+// interpolateParams).
+func refusedDSN(driverErr error) error { return invalidDSN(dsn.Refused(driverErr)) }
 
-// invalidDSN is an ErrInvalidDSN error saying what is wrong, with the
-// driver's error in the chain only if its text is one of the fixed ones.
-func invalidDSN(what string, driverErr error) error {
-	var cause error
-	if driverErr != nil {
-		if _, fixed := driverFixedDSNErrors[driverErr.Error()]; fixed {
-			cause = driverErr
-		}
-	}
-	return newOpenError([]error{ErrInvalidDSN, cause}, "pool: invalid DSN: %s", what)
-}
-
-// parseDSN parses dsn with the driver's parser. Its errors say what is
-// wrong without quoting the DSN. It also refuses what the driver accepts
-// but has evidently parsed otherwise than meant (a password with a '/' in
-// a DSN without /dbname), since the fields it would name could then be
-// pieces of the password.
-func parseDSN(dsn string) (*mysql.Config, error) {
-	if dsn == "" {
-		return nil, invalidDSN("empty; expected "+dsnFormat, nil)
-	}
-	if isURL(dsn) {
-		return nil, invalidDSN("a URL (scheme://…) is not accepted; expected "+dsnFormat, nil)
-	}
-	// The driver splits at the last '/': what follows is the database
-	// name and the parameters.
-	db, params := "", ""
-	if slash := strings.LastIndexByte(dsn, '/'); slash >= 0 {
-		db, params, _ = strings.Cut(dsn[slash+1:], "?")
-	}
-	if strings.ContainsAny(db, "@()") {
-		return nil, invalidDSN("the database name holds '@', '(' or ')': is /dbname missing after the address? "+
-			"(a '/' in the password needs it); expected "+dsnFormat, nil)
-	}
-	cfg, err := mysql.ParseDSN(dsn)
+// parseDSN parses s with the module's one DSN parser (internal/dsn), whose
+// errors say what is wrong without quoting the DSN. It also refuses what
+// the driver accepts but has evidently parsed otherwise than meant (a
+// password with a '/' in a DSN without /dbname), since the fields it would
+// name could then be pieces of the password.
+func parseDSN(s string) (*mysql.Config, error) {
+	cfg, err := dsn.Parse(s)
 	if err != nil {
-		return nil, invalidDSN(whatIsWrong(err, db, params), err)
-	}
-	if !isName(cfg.Net) {
-		return nil, invalidDSN("the network before the address is not a name; expected "+dsnFormat, nil)
+		return nil, invalidDSN(err.(*dsn.Error))
 	}
 	return cfg, nil
-}
-
-// whatIsWrong says, without quoting the DSN, why the driver refused it.
-func whatIsWrong(err error, db, params string) string {
-	if what, ok := driverFixedDSNErrors[err.Error()]; ok {
-		return what
-	}
-	for p := range strings.SplitSeq(params, "&") {
-		if _, perr := mysql.ParseDSN("/?" + p); perr != nil {
-			if key, _, _ := strings.Cut(p, "="); driverParams[key] {
-				return fmt.Sprintf("parameter %s has an invalid value", key)
-			}
-			return "a parameter value is not URL-escaped (a '%' must start %XX)"
-		}
-	}
-	if _, perr := mysql.ParseDSN("/" + db); perr != nil {
-		return "the database name is not URL-escaped (a '%' must start %XX)"
-	}
-	if strings.HasPrefix(err.Error(), "default addr for network") {
-		return "write the address as tcp(host:port); expected " + dsnFormat
-	}
-	return "not in " + dsnFormat
-}
-
-// isURL reports whether dsn starts with a URL scheme (mysql://…).
-func isURL(dsn string) bool {
-	scheme, _, ok := strings.Cut(dsn, "://")
-	return ok && scheme != "" && isName(scheme) && !strings.ContainsAny(scheme, "@:/(")
-}
-
-// isName reports whether s is a plain name: letters, digits, '_', '-',
-// '.', '+'.
-func isName(s string) bool {
-	if s == "" {
-		return false
-	}
-	for _, r := range s {
-		if !('a' <= r && r <= 'z' || 'A' <= r && r <= 'Z' || '0' <= r && r <= '9' || strings.ContainsRune("_-.+", r)) {
-			return false
-		}
-	}
-	return true
 }
 
 // connectError is a failure to get a working session from the server,

@@ -37,6 +37,15 @@ func Open(dsn string, opts ...Option) (*sql.DB, error) {
 //     set to 0 on the server that has it, as learned on a first connection):
 //     a server-wide limit would otherwise end every GET_LOCK wait that
 //     outlasts it, whatever ctx allows;
+//   - those two session settings by a SET of the pool's own that every new
+//     connection runs after the DSN's parameters (which the driver sends as
+//     one SET of their text, in no fixed order): a parameter that names one
+//     of them, in any spelling the server accepts (WAIT_TIMEOUT,
+//     @@session.wait_timeout, SESSION wait_timeout …), or whose value
+//     assigns more than one variable, is overridden on every connection
+//     rather than matched (matching would have to parse SQL, and a value
+//     can hold any of it). It costs a round trip per new connection only
+//     when the DSN has parameters of its own;
 //   - at most [WithMaxConns] connections, all kept idle for reuse, with no
 //     maximum lifetime (a held lock's connection is never recycled under
 //     it); a connection left idle in the pool is closed after a third of
@@ -89,10 +98,6 @@ func OpenContext(ctx context.Context, dsn string, opts ...Option) (*sql.DB, erro
 	}
 	cfg.InterpolateParams = true
 	cfg.ReadTimeout = 0
-	if cfg.Params == nil {
-		cfg.Params = map[string]string{}
-	}
-	cfg.Params["wait_timeout"] = strconv.FormatInt(leaseSeconds(o.lease), 10)
 
 	// The driver's log lines (a broken connection, before it returns an
 	// error that namedlock reports or database/sql retries) stay out of the
@@ -103,7 +108,8 @@ func OpenContext(ctx context.Context, dsn string, opts ...Option) (*sql.DB, erro
 
 	checkCtx, cancel := context.WithTimeout(ctx, o.connectTimeout)
 	defer cancel()
-	if err := noStatementLimit(checkCtx, cfg); err != nil {
+	limitVar, err := statementLimitVar(checkCtx, cfg)
+	if err != nil {
 		return nil, openFailed(ctx, cfg, o, err)
 	}
 	tracked := tracksNetConns(cfg)
@@ -112,9 +118,9 @@ func OpenContext(ctx context.Context, dsn string, opts ...Option) (*sql.DB, erro
 	}
 	mc, err := mysql.NewConnector(cfg)
 	if err != nil { // normalize again: interpolateParams with an unsafe collation
-		return nil, invalidDSN(whatIsWrong(err, "", ""), err)
+		return nil, refusedDSN(err)
 	}
-	c := lockconn.NewConnector(mc, o.lease, tracked, dlog)
+	c := lockconn.NewConnector(mc, o.lease, tracked, dlog, sessionStatement(o.lease, limitVar))
 	db := sql.OpenDB(c)
 	db.SetMaxOpenConns(o.maxConns)
 	db.SetMaxIdleConns(o.maxConns)
@@ -155,6 +161,17 @@ func tracksNetConns(cfg *mysql.Config) bool {
 		return true
 	}
 	return false
+}
+
+// sessionStatement is the SET that every connection of the pool runs once
+// it is made, after the DSN's parameters: the lease as its wait_timeout,
+// and the statement time limit limitVar (if not "") switched off.
+func sessionStatement(lease time.Duration, limitVar string) string {
+	stmt := "SET @@SESSION.wait_timeout = " + strconv.FormatInt(leaseSeconds(lease), 10)
+	if limitVar != "" {
+		stmt += ", @@SESSION." + limitVar + " = 0"
+	}
+	return stmt
 }
 
 // leaseSeconds is the session wait_timeout, in whole seconds, that a lease

@@ -12,6 +12,7 @@ import (
 	"github.com/go-sql-driver/mysql"
 	"github.com/jmoiron/sqlx"
 
+	dsnparse "github.com/namedlock/mysql/internal/dsn"
 	"github.com/namedlock/mysql/keyfmt"
 	"github.com/namedlock/mysql/namedlock"
 	"github.com/namedlock/mysql/pool"
@@ -51,7 +52,7 @@ func openInstance(ctx context.Context, dsn string, id int, cfg Config) (*instanc
 // openPrimary opens an application's primary pool: the DSN as given, with
 // interpolated parameters (one round trip per statement).
 func openPrimary(dsn string, conns int) (*sqlx.DB, error) {
-	cfg, err := mysql.ParseDSN(dsn)
+	cfg, err := dsnparse.Parse(dsn)
 	if err != nil {
 		return nil, errors.New("the DSN cannot be parsed") // pool.Open has already parsed it
 	}

@@ -6,7 +6,7 @@ import (
 	"io"
 	"time"
 
-	"github.com/go-sql-driver/mysql"
+	dsnparse "github.com/namedlock/mysql/internal/dsn"
 	"github.com/namedlock/mysql/pool"
 )
 
@@ -49,7 +49,7 @@ func connect(ctx context.Context, dsn string, out io.Writer) (*target, error) {
 		return nil, t.fail(err)
 	}
 	defer probe.Close()
-	cfg, err := mysql.ParseDSN(t.dsn)
+	cfg, err := dsnparse.Parse(t.dsn)
 	if err != nil { // pool.Open accepted it: cannot happen
 		return nil, t.fail(fmt.Errorf("parse the DSN: %w", err))
 	}

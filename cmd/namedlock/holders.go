@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 
+	dsnparse "github.com/namedlock/mysql/internal/dsn"
 	"github.com/namedlock/mysql/namedlock/holders"
 )
 
@@ -67,7 +68,7 @@ func runHolders(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	status = exitOK
 	for _, h := range targets {
 		if err := holders.Kill(s.ctx, s.db, h); err != nil {
-			fmt.Fprintf(stdout, "not killed: connection %d (%s): %s\n", h.ConnectionID, who(h), redact(err.Error(), s.passwd))
+			fmt.Fprintf(stdout, "not killed: connection %d (%s): %s\n", h.ConnectionID, who(h), dsnparse.Redact(err.Error(), s.passwd))
 			status = exitNotDone
 			if !errors.Is(err, holders.ErrHolderChanged) {
 				status = exitServer

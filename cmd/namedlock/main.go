@@ -8,10 +8,11 @@ import (
 	"io"
 	"os"
 	"os/signal"
-	"strings"
 	"time"
 
 	"github.com/go-sql-driver/mysql"
+
+	dsnparse "github.com/namedlock/mysql/internal/dsn"
 )
 
 // Exit statuses.
@@ -88,7 +89,7 @@ func (s *server) close() {
 
 // fail prints err, without the password, and returns status.
 func (s *server) fail(stderr io.Writer, status int, err error) int {
-	fmt.Fprintf(stderr, "namedlock: %s\n", redact(err.Error(), s.passwd))
+	fmt.Fprintf(stderr, "namedlock: %s\n", dsnparse.Redact(err.Error(), s.passwd))
 	return status
 }
 
@@ -104,9 +105,12 @@ func (c *common) open(ctx context.Context, stderr io.Writer) (*server, int) {
 		fmt.Fprintf(stderr, "namedlock: no server: give -dsn or set $%s\n", dsnEnv)
 		return nil, exitUsage
 	}
-	cfg, err := mysql.ParseDSN(dsn)
+	// The module's one DSN parser (pool.Open's): its errors never quote
+	// the DSN, and it refuses a DSN the driver would split inside the
+	// password.
+	cfg, err := dsnparse.Parse(dsn)
 	if err != nil {
-		fmt.Fprintf(stderr, "namedlock: -dsn: %s\n", redact(err.Error(), passwordIn(dsn)))
+		fmt.Fprintf(stderr, "namedlock: -dsn: %s\n", err)
 		return nil, exitUsage
 	}
 	if cfg.Timeout == 0 {
@@ -115,7 +119,7 @@ func (c *common) open(ctx context.Context, stderr io.Writer) (*server, int) {
 	cfg.InterpolateParams = true
 	connector, err := mysql.NewConnector(cfg)
 	if err != nil {
-		fmt.Fprintf(stderr, "namedlock: -dsn: %s\n", redact(err.Error(), cfg.Passwd))
+		fmt.Fprintf(stderr, "namedlock: -dsn: %s\n", dsnparse.Refused(err))
 		return nil, exitUsage
 	}
 	s := &server{db: sql.OpenDB(connector), passwd: cfg.Passwd}
@@ -126,31 +130,4 @@ func (c *common) open(ctx context.Context, stderr io.Writer) (*server, int) {
 		return nil, s.fail(stderr, exitServer, fmt.Errorf("%s as %s: %w", cfg.Addr, cfg.User, err))
 	}
 	return s, exitOK
-}
-
-// redact replaces every occurrence of password in msg.
-func redact(msg, password string) string {
-	if password == "" {
-		return msg
-	}
-	return strings.ReplaceAll(msg, password, "xxxxx")
-}
-
-// passwordIn extracts the password from a DSN the driver could not parse,
-// best effort: the text between the first ':' and the last '@' before the
-// first '/'.
-func passwordIn(dsn string) string {
-	slash := strings.Index(dsn, "/")
-	if slash < 0 {
-		slash = len(dsn)
-	}
-	at := strings.LastIndex(dsn[:slash], "@")
-	if at < 0 {
-		return ""
-	}
-	colon := strings.Index(dsn[:at], ":")
-	if colon < 0 {
-		return ""
-	}
-	return dsn[colon+1 : at]
 }

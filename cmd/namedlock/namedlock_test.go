@@ -185,6 +185,35 @@ func TestNeverPrintsPassword(t *testing.T) {
 	}
 }
 
+// TestNeverPrintsPartOfPassword: a password with a '/' in a DSN without
+// /dbname (which the driver splits at its last '/', taking the first piece
+// of the password for the network) shows no piece of itself, nor does a
+// DSN that the driver refuses elsewhere: the command parses the DSN as
+// pool.Open does.
+func TestNeverPrintsPartOfPassword(t *testing.T) {
+	leakCheck(t)
+	pieces := []string{"Zx9qA1", "wR7tB2", "Kq3mC4"}
+	secret := strings.Join(pieces, "/")
+	for _, dsn := range []string{
+		"app:" + secret + "@tcp(127.0.0.1:1)",
+		"app:" + secret + "@tcp(127.0.0.1:1)?timeout=1s",
+		"app:" + secret + "@tcp(127.0.0.1:1",
+		"app:" + secret + "@unix(/tmp/nowhere.sock)",
+	} {
+		status, stdout, stderr := runCmd(t, "holders", "-dsn", dsn, "k")
+		out := stdout + stderr
+		for _, p := range pieces {
+			if strings.Contains(out, p) {
+				t.Errorf("DSN with a '/' in the password: status %d, output %q shows the piece %q of the password", status, out, p)
+			}
+		}
+		if status != exitUsage && status != exitServer || stderr == "" {
+			t.Errorf("status %d, stderr %q; want an error", status, stderr)
+		}
+		t.Logf("status %d: %s", status, strings.TrimSpace(stderr))
+	}
+}
+
 // TestUsage: bad command lines exit 2 and say how to use the command.
 func TestUsage(t *testing.T) {
 	t.Setenv(dsnEnv, "")

@@ -11,17 +11,26 @@ import (
 // makes is a *Conn. Open the pool with sql.OpenDB(c); [Of] then finds c
 // again from the *sql.DB.
 type Connector struct {
-	inner driver.Connector
-	lease time.Duration
-	dial  bool
-	log   *DriverLog
-	drv   *Driver
+	inner   driver.Connector // inner as given, for Control
+	session driver.Connector // inner, running the session statement
+	lease   time.Duration
+	dial    bool
+	log     *DriverLog
+	drv     *Driver
 }
 
 // NewConnector returns a Connector making its connections with inner.
 // lease is the session wait_timeout the caller gave every connection of the
-// pool (pool.Open sets it through the DSN's parameters); it is only
-// reported, by [Connector.Lease].
+// pool (pool.Open sets it with session); it is only reported, by
+// [Connector.Lease].
+//
+// session, unless empty, is a statement that every new connection runs
+// once inner has made it, after what the driver itself sends (the DSN's
+// parameters, as one SET of their text): what it sets holds whatever the
+// DSN says, in whatever spelling or parameter value (pool.Open sets the
+// lease and switches the statement time limit off this way). A connection
+// whose statement fails is closed, and Connect returns the error. The
+// control connections ([Connector.Control]) run it too.
 //
 // dial says that inner dials its connections with [Dial] (pool.Open sets
 // the driver's Config.DialFunc to Dial when it can): each Conn then knows
@@ -30,10 +39,58 @@ type Connector struct {
 // log is the [DriverLog] that inner's driver logs to (pool.Open sets it as
 // the driver's Config.Logger), reported by [Connector.DriverLog]; nil when
 // the driver logs elsewhere.
-func NewConnector(inner driver.Connector, lease time.Duration, dial bool, log *DriverLog) *Connector {
-	c := &Connector{inner: inner, lease: lease, dial: dial, log: log}
+func NewConnector(inner driver.Connector, lease time.Duration, dial bool, log *DriverLog, session string) *Connector {
+	c := &Connector{inner: inner, session: inner, lease: lease, dial: dial, log: log}
+	if session != "" {
+		c.session = &sessionConnector{inner: inner, stmt: session}
+	}
 	c.drv = &Driver{inner: inner.Driver(), connector: c}
 	return c
+}
+
+// sessionConnector is a driver connector that runs stmt on every
+// connection inner makes, before it returns it.
+type sessionConnector struct {
+	inner driver.Connector
+	stmt  string
+}
+
+// Connect implements [driver.Connector].
+func (s *sessionConnector) Connect(ctx context.Context) (driver.Conn, error) {
+	dc, err := s.inner.Connect(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if err := execOn(ctx, dc, s.stmt); err != nil {
+		_ = dc.Close()
+		return nil, err
+	}
+	return dc, nil
+}
+
+// Driver implements [driver.Connector].
+func (s *sessionConnector) Driver() driver.Driver { return s.inner.Driver() }
+
+// execOn runs stmt, which has no arguments, on the new connection dc.
+func execOn(ctx context.Context, dc driver.Conn, stmt string) error {
+	if e, ok := dc.(driver.ExecerContext); ok {
+		_, err := e.ExecContext(ctx, stmt, nil)
+		if err != driver.ErrSkip {
+			return err
+		}
+	}
+	st, err := dc.Prepare(stmt)
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	if e, ok := st.(driver.StmtExecContext); ok {
+		_, err = e.ExecContext(ctx, nil)
+		return err
+	}
+	//lint:ignore SA1019 the fallback of a driver with neither ExecerContext nor StmtExecContext
+	_, err = st.Exec(nil)
+	return err
 }
 
 // Connect makes a connection with the inner connector and returns it as a
@@ -42,14 +99,14 @@ func NewConnector(inner driver.Connector, lease time.Duration, dial bool, log *D
 // [Conn.Socket].
 func (c *Connector) Connect(ctx context.Context) (driver.Conn, error) {
 	if !c.dial {
-		dc, err := c.inner.Connect(ctx)
+		dc, err := c.session.Connect(ctx)
 		if err != nil {
 			return nil, err
 		}
 		return &Conn{inner: dc}, nil
 	}
 	d := new(dialed)
-	dc, err := c.inner.Connect(context.WithValue(ctx, dialedKey{}, d))
+	dc, err := c.session.Connect(context.WithValue(ctx, dialedKey{}, d))
 	if err != nil {
 		return nil, err
 	}
@@ -78,11 +135,12 @@ func (c *Connector) IdleTimeout() time.Duration { return c.lease / 3 }
 // given to [NewConnector], or nil.
 func (c *Connector) DriverLog() *DriverLog { return c.log }
 
-// Control returns the inner connector, for connections outside the bounded
-// lock pool: namedlock opens a control pool on it to KILL the server-side
-// wait of a cancelled GET_LOCK, which must never wait for, or exhaust, the
-// lock pool itself. Its connections are the driver's own, not *Conn.
-func (c *Connector) Control() driver.Connector { return c.inner }
+// Control returns the inner connector (running the session statement), for
+// connections outside the bounded lock pool: namedlock opens a control pool
+// on it to KILL the server-side wait of a cancelled GET_LOCK, which must
+// never wait for, or exhaust, the lock pool itself. Its connections are the
+// driver's own, not *Conn.
+func (c *Connector) Control() driver.Connector { return c.session }
 
 // Of returns the Connector of a pool opened with sql.OpenDB on one (found
 // through [sql.DB.Driver]), or nil for any other *sql.DB and for nil. (A

@@ -134,7 +134,7 @@ func TestSocket(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c := lockconn.NewConnector(mc, testLease, true, nil)
+	c := lockconn.NewConnector(mc, testLease, true, nil, "")
 	dc, err := c.Connect(ctx)
 	if err != nil {
 		t.Fatal(err)

@@ -103,7 +103,7 @@ func TestFallbacksMatchDatabaseSQL(t *testing.T) {
 				log := new(callLog)
 				var c driver.Connector = &fakeConnector{kind: kind, log: log}
 				if wrap {
-					c = lockconn.NewConnector(c, testLease, false, nil)
+					c = lockconn.NewConnector(c, testLease, false, nil, "")
 				}
 				db := sql.OpenDB(c)
 				defer db.Close()

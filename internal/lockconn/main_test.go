@@ -49,7 +49,7 @@ func openDB(t *testing.T, cfg *mysql.Config, dial bool) (*sql.DB, *lockconn.Conn
 	if err != nil {
 		t.Fatal(err)
 	}
-	c := lockconn.NewConnector(mc, testLease, dial, nil)
+	c := lockconn.NewConnector(mc, testLease, dial, nil, "")
 	db := sql.OpenDB(c)
 	t.Cleanup(func() { _ = db.Close() })
 	return db, c

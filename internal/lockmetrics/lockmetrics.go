@@ -6,6 +6,7 @@ package lockmetrics
 import (
 	"errors"
 	"slices"
+	"strings"
 	"sync"
 
 	"github.com/namedlock/mysql/namedlock"
@@ -49,8 +50,17 @@ func (w *Watched) Stats() namedlock.Stats {
 		sum.FencedCommits += st.FencedCommits
 		sum.FenceWaitTimeouts += st.FenceWaitTimeouts
 		sum.FenceWaitDuration += st.FenceWaitDuration
+		sum.ObserverPanics += st.ObserverPanics
 	}
 	return sum
+}
+
+// Prefix is the key-prefix label of key, prefix(key) (the adapters'
+// WithKeyPrefix) with every invalid UTF-8 sequence replaced by U+FFFD: the
+// Locker accepts any non-empty key, while a Prometheus label value that is
+// not valid UTF-8 panics, and an OpenTelemetry exporter cannot encode one.
+func Prefix(prefix func(key string) string, key string) string {
+	return strings.ToValidUTF8(prefix(key), "\uFFFD")
 }
 
 // FenceOutcome is the outcome of a FencedTx event with error err:

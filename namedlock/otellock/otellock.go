@@ -77,7 +77,8 @@ func WithTracerProvider(tp trace.TracerProvider) Option {
 }
 
 // WithKeyPrefix adds the attribute namedlock.key.prefix, prefix(key), to
-// the histograms and the spans. prefix must return few distinct values,
+// the histograms and the spans (an invalid UTF-8 sequence in it replaced by
+// U+FFFD: OTLP's strings are UTF-8, a key need not be). prefix must return few distinct values,
 // whatever the keys: never the key itself. [keyfmt.Prefix] is such a
 // function for keys built with keyfmt.Key from a fixed set of prefixes.
 func WithKeyPrefix(prefix func(key string) string) Option {
@@ -245,7 +246,7 @@ func (o *Observer) Observe(e namedlock.Event) {
 func (o *Observer) span(ctx context.Context, e namedlock.Event, outcome string, now time.Time) {
 	attrs := []attribute.KeyValue{OutcomeKey.String(outcome)}
 	if o.prefix != nil {
-		attrs = append(attrs, PrefixKey.String(o.prefix(e.Key)))
+		attrs = append(attrs, PrefixKey.String(lockmetrics.Prefix(o.prefix, e.Key)))
 	}
 	if e.Outcome != namedlock.NotAcquired {
 		attrs = append(attrs, HandoffKey.Bool(e.Handoff))
@@ -270,5 +271,5 @@ func (o *Observer) attrs(outcome, key string) metric.RecordOption {
 	if o.prefix == nil {
 		return metric.WithAttributes(OutcomeKey.String(outcome))
 	}
-	return metric.WithAttributes(OutcomeKey.String(outcome), PrefixKey.String(o.prefix(key)))
+	return metric.WithAttributes(OutcomeKey.String(outcome), PrefixKey.String(lockmetrics.Prefix(o.prefix, key)))
 }

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
@@ -299,5 +300,55 @@ func TestOptions(t *testing.T) {
 	h := collect(t, reader)["namedlock.wait.duration"].Data.(metricdata.Histogram[float64])
 	if dp := h.DataPoints[0]; len(dp.Bounds) != 3 || dp.Bounds[2] != 10 || dp.BucketCounts[2] != 1 {
 		t.Errorf("bounds %v, counts %v; want 0.1, 1, 10 with the 2 s wait in the third bucket", dp.Bounds, dp.BucketCounts)
+	}
+}
+
+// TestNonUTF8Prefix: a key whose prefix is not valid UTF-8 (the Locker
+// accepts any non-empty key) is recorded under a valid UTF-8 prefix
+// attribute, in the histograms and the span, without a panic: an exporter
+// must be able to encode it (OTLP's strings are UTF-8).
+func TestNonUTF8Prefix(t *testing.T) {
+	reader := sdkmetric.NewManualReader()
+	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
+	spans := tracetest.NewSpanRecorder()
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(spans))
+	t.Cleanup(func() {
+		_ = mp.Shutdown(context.Background())
+		_ = tp.Shutdown(context.Background())
+	})
+	obs, err := otellock.New(otellock.WithMeterProvider(mp), otellock.WithTracerProvider(tp), otellock.WithKeyPrefix(keyfmt.Prefix))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = obs.Close() })
+	key := "\xff\xfeorder:42"
+	ctx := context.Background()
+	for _, e := range []namedlock.Event{
+		{Key: key, Outcome: namedlock.Acquired, Wait: time.Millisecond, Context: ctx},
+		{Key: key, Outcome: namedlock.Released, Wait: time.Millisecond, Held: time.Millisecond, Context: ctx},
+	} {
+		func() {
+			defer func() {
+				if p := recover(); p != nil {
+					t.Errorf("Observe(%v of a key with a non-UTF-8 prefix) panicked: %v", e.Outcome, p)
+				}
+			}()
+			obs.Observe(e)
+		}()
+	}
+	valid := func(where string, set attribute.Set) {
+		if v, ok := set.Value(otellock.PrefixKey); ok && !utf8.ValidString(v.AsString()) {
+			t.Errorf("%s: %s = %q, not valid UTF-8", where, otellock.PrefixKey, v.AsString())
+		}
+	}
+	_, hists := collect(t, reader).attributeSets()
+	if len(hists) == 0 {
+		t.Error("no histogram data point")
+	}
+	for _, set := range hists {
+		valid("histogram", set)
+	}
+	for _, sp := range spans.Ended() {
+		valid("span "+sp.Name(), attribute.NewSet(sp.Attributes()...))
 	}
 }

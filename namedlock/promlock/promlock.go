@@ -26,7 +26,9 @@ type config struct {
 	buckets []float64
 }
 
-// WithKeyPrefix adds a "prefix" label, prefix(key), to the histograms.
+// WithKeyPrefix adds a "prefix" label, prefix(key), to the histograms (an
+// invalid UTF-8 sequence in it replaced by U+FFFD, since a label must be
+// valid UTF-8 while a key need not be).
 // prefix must return few distinct values, whatever the keys: never the key
 // itself. [keyfmt.Prefix] is such a function for keys built with keyfmt.Key
 // from a fixed set of prefixes.
@@ -144,7 +146,7 @@ func (c *Collector) Observe(e namedlock.Event) {
 		return
 	}
 	if c.prefix != nil {
-		h.WithLabelValues(outcome, c.prefix(e.Key)).Observe(seconds)
+		h.WithLabelValues(outcome, lockmetrics.Prefix(c.prefix, e.Key)).Observe(seconds)
 		return
 	}
 	h.WithLabelValues(outcome).Observe(seconds)

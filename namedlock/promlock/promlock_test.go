@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
@@ -244,5 +245,44 @@ func TestOptions(t *testing.T) {
 	b := series(scrape(t, reg), "namedlock_wait_seconds", "server")[0].GetHistogram().GetBucket()
 	if len(b) != 3 || b[2].GetUpperBound() != 10 || b[2].GetCumulativeCount() != 1 || b[1].GetCumulativeCount() != 0 {
 		t.Errorf("buckets %v, want 0.1, 1, 10 with the 2 s wait in the last", b)
+	}
+}
+
+// TestNonUTF8Prefix: a key whose prefix is not valid UTF-8 (the Locker
+// accepts any non-empty key) is recorded, under a valid UTF-8 prefix
+// label, rather than making the histogram panic inside the Locker's
+// acquisition or release.
+func TestNonUTF8Prefix(t *testing.T) {
+	c, err := promlock.New(promlock.WithKeyPrefix(keyfmt.Prefix))
+	if err != nil {
+		t.Fatal(err)
+	}
+	reg := prometheus.NewPedanticRegistry()
+	reg.MustRegister(c)
+	key := "\xff\xfeorder:42"
+	for _, e := range []namedlock.Event{
+		{Key: key, Outcome: namedlock.Acquired, Wait: time.Millisecond},
+		{Key: key, Outcome: namedlock.Released, Held: time.Millisecond},
+		{Key: key, Outcome: namedlock.NotAcquired, Wait: time.Millisecond},
+	} {
+		func() {
+			defer func() {
+				if p := recover(); p != nil {
+					t.Errorf("Observe(%v of a key with a non-UTF-8 prefix) panicked: %v", e.Outcome, p)
+				}
+			}()
+			c.Observe(e)
+		}()
+	}
+	fams := scrape(t, reg)
+	for _, m := range fams["namedlock_wait_seconds"].GetMetric() {
+		for _, lp := range m.GetLabel() {
+			if !utf8.ValidString(lp.GetValue()) {
+				t.Errorf("label %s = %q, not valid UTF-8", lp.GetName(), lp.GetValue())
+			}
+		}
+	}
+	if n, _ := histogram(fams, "namedlock_wait_seconds", "server"); n != 1 {
+		t.Errorf("namedlock_wait_seconds{outcome=server} counts %d, want 1", n)
 	}
 }
