@@ -184,8 +184,9 @@ func sessions(t testing.TB, db *sql.DB) []serverSession {
 
 // serverSession is one row of the server's process list.
 type serverSession struct {
-	id    int64
-	state string
+	id      int64
+	command string // COMMAND: "Query", or "Execute" for a prepared statement
+	state   string
 	info  string
 	idle  int64 // TIME: seconds in the current state
 }
@@ -209,7 +210,7 @@ func processList(ctx context.Context, db *sql.DB) ([]serverSession, error) {
 	for i, c := range cols {
 		idx[strings.ToLower(c)] = i
 	}
-	for _, c := range []string{"id", "state", "info", "time"} {
+	for _, c := range []string{"id", "command", "state", "info", "time"} {
 		if _, ok := idx[c]; !ok {
 			return nil, fmt.Errorf("SHOW FULL PROCESSLIST has no column %q (columns %v)", c, cols)
 		}
@@ -229,7 +230,7 @@ func processList(ctx context.Context, db *sql.DB) ([]serverSession, error) {
 			return nil, err
 		}
 		idle, _ := strconv.ParseInt(string(vals[idx["time"]]), 10, 64)
-		out = append(out, serverSession{id: id, state: string(vals[idx["state"]]), info: string(vals[idx["info"]]), idle: idle})
+		out = append(out, serverSession{id: id, command: string(vals[idx["command"]]), state: string(vals[idx["state"]]), info: string(vals[idx["info"]]), idle: idle})
 	}
 	return out, rows.Err()
 }
