@@ -187,8 +187,8 @@ type serverSession struct {
 	id      int64
 	command string // COMMAND: "Query", or "Execute" for a prepared statement
 	state   string
-	info  string
-	idle  int64 // TIME: seconds in the current state
+	info    string
+	idle    int64 // TIME: seconds in the current state
 }
 
 // processList reads the process list with SHOW FULL PROCESSLIST, which
