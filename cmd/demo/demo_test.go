@@ -197,7 +197,8 @@ func TestSchedRound(t *testing.T) {
 		if err != nil {
 			t.Fatalf("schedRound(locked=%v): %v", locked, err)
 		}
-		t.Logf("locked=%v: runs per tick %v, %d failed %q, %v", locked, r.Runs, r.Failed, r.Errors, r.Elapsed)
+		t.Logf("locked=%v: runs per tick %v, %d failed %q, %v; slowest firing returned %v after its tick's start (slack %v)",
+			locked, r.Runs, r.Failed, r.Errors, r.Elapsed, r.Slowest, schedSlack)
 		if firings.Load() != schedInstances*schedTicks || len(r.Runs) != schedTicks {
 			t.Errorf("locked=%v: %d firings, %d ticks", locked, firings.Load(), len(r.Runs))
 		}
@@ -208,8 +209,14 @@ func TestSchedRound(t *testing.T) {
 					t.Errorf("no lock: tick %d ran %d times, want %d", tick, n, schedInstances)
 				}
 			}
+		case s.Real() && !r.Exact() && r.Failed == 0 && !r.InSlack():
+			// Outside the premise: the lease cannot give one run per
+			// tick to a firing this slow (see schedSlack).
+			t.Logf("schedlock.Run: runs per tick %v: a firing returned %v after its tick's start, past the slack %v; not the lock's failure",
+				r.Runs, r.Slowest, schedSlack)
 		case s.Real() && !r.Exact():
-			t.Errorf("schedlock.Run: runs per tick %v, %d failed %q; want once per tick", r.Runs, r.Failed, r.Errors)
+			t.Errorf("schedlock.Run: runs per tick %v, %d failed %q, every firing within the slack (slowest %v of %v); want once per tick",
+				r.Runs, r.Failed, r.Errors, r.Slowest, schedSlack)
 		case !r.Exact():
 			t.Logf("schedlock.Run on the embedded server was not exact, as expected there")
 		}
