@@ -158,8 +158,8 @@ func eventually(t testing.TB, d time.Duration, what string, cond func() bool) {
 }
 
 // waitingAtServer reports whether some server session is waiting in
-// GET_LOCK for name (flavor.IsLockWait: MariaDB state "User lock", MySQL
-// "Waiting for user level lock", TiDB a running GET_LOCK statement).
+// GET_LOCK for name (flavor.IsLockWait: MariaDB's and MySQL's state "User
+// lock", TiDB a running GET_LOCK statement).
 func waitingAtServer(t testing.TB, db *sql.DB, name string) bool {
 	t.Helper()
 	for _, s := range sessions(t, db) {

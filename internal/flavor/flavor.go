@@ -464,8 +464,9 @@ func (f Flavor) MaxHold(ctx context.Context, q interface {
 }
 
 // IsLockWait reports whether a row of SHOW FULL PROCESSLIST, by its State
-// and Info, is a session waiting in GET_LOCK: MariaDB shows the state
-// "User lock", MySQL "Waiting for user level lock". TiDB shows no such
+// and Info, is a session waiting in GET_LOCK: MariaDB and MySQL show the
+// state "User lock" (MySQL 9.7 does, TestGetLockOnServer); "Waiting for
+// user level lock", an older MySQL name of it, counts too. TiDB shows no such
 // state (a waiter's is "autocommit"), so a row whose statement (Info)
 // calls GET_LOCK counts too: there GET_LOCK waits at least 1 s whenever
 // the lock is held.
