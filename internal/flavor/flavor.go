@@ -289,8 +289,7 @@ const (
 // the statement was ended by the server while it ran: error 1317 (an
 // operator's KILL QUERY; MySQL fails a waiting GET_LOCK with it, where
 // MariaDB answers NULL), 3024 (MySQL's max_execution_time; TiDB's does not
-// end a GET_LOCK wait) or
-// 1969 (MariaDB's max_statement_time).
+// end a GET_LOCK wait) or 1969 (MariaDB's max_statement_time).
 func IsWaitKilled(err error) bool {
 	var me *mysql.MySQLError
 	if !errors.As(err, &me) {
