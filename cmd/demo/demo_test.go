@@ -373,3 +373,32 @@ func TestTableLayout(t *testing.T) {
 		}
 	}
 }
+
+// TestSchedVerdicts: a locked round that is not once per tick is the lock's
+// failure (exit status 1, "WRONG") when every firing returned within
+// schedSlack, and the machine's (said so, exit status 0) when one did not.
+func TestSchedVerdicts(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		r      SchedResult
+		status int
+		table  string
+	}{
+		{"exact", SchedResult{Locked: true, Runs: []int{1, 1, 1}, Slowest: schedSlack}, exitOK, "exact: once per tick"},
+		{"skipped tick within the slack", SchedResult{Locked: true, Runs: []int{1, 1, 0}, Slowest: schedSlack}, exitWrong, "WRONG: not once per tick"},
+		{"run twice within the slack", SchedResult{Locked: true, Runs: []int{2, 1, 1}, Slowest: 10 * time.Millisecond}, exitWrong, "WRONG: not once per tick"},
+		{"skipped tick past the slack", SchedResult{Locked: true, Runs: []int{1, 1, 0}, Slowest: schedSlack + time.Millisecond}, exitOK, "machine too busy"},
+		{"a failed run past the slack", SchedResult{Locked: true, Runs: []int{1, 1, 0}, Failed: 1, Errors: []string{"boom"}, Slowest: time.Second}, exitWrong, "WRONG: not once per tick, 1 failed"},
+	} {
+		var out, table bytes.Buffer
+		status := concludeSched(&out, &target{}, []SchedResult{tc.r})
+		writeSchedResults(&table, []SchedResult{tc.r})
+		t.Logf("%s: exit %d\n%s%s", tc.name, status, &table, &out)
+		if status != tc.status {
+			t.Errorf("%s: exit status %d, want %d", tc.name, status, tc.status)
+		}
+		if !strings.Contains(table.String(), tc.table) {
+			t.Errorf("%s: the table says %q, want %q in it", tc.name, &table, tc.table)
+		}
+	}
+}
