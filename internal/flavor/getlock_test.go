@@ -309,6 +309,55 @@ func TestGetLockOnServer(t *testing.T) {
 		}
 	})
 
+	// A waiter whose client goes away (the driver closes the socket when
+	// ctx ends, and sends nothing) stops waiting on MySQL and MariaDB,
+	// which poll the connection while they wait (every second), and its
+	// session ends; TiDB's wait ignores it and runs to its own timeout.
+	t.Run("disconnect", func(t *testing.T) {
+		a, b := session(t), session(t)
+		name := testdb.UniqueName(t)
+		take(t, a, name)
+		bid := ints(t, b, "SELECT CONNECTION_ID()").Int64
+		wctx, cancel := context.WithCancel(ctx)
+		done := make(chan error, 1)
+		go func() {
+			var got sql.NullInt64
+			done <- b.QueryRowContext(wctx, "SELECT GET_LOCK(?, 5)", name).Scan(&got)
+		}()
+		deadline := time.Now().Add(10 * time.Second)
+		for state, info := sessionState(t, ctx, db, bid); !flavor.IsLockWait(state, info); state, info = sessionState(t, ctx, db, bid) {
+			if time.Now().After(deadline) {
+				cancel()
+				t.Fatalf("the waiter never showed as waiting: state %q, statement %q", state, info)
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+		cancel()
+		closed := time.Now()
+		if err := <-done; err == nil {
+			t.Fatal("the cancelled GET_LOCK answered")
+		}
+		var gone time.Duration
+		for {
+			state, info := sessionState(t, ctx, db, bid)
+			gone = time.Since(closed)
+			if state == "" && info == "" || gone > 8*time.Second {
+				break
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+		t.Logf("%s: the waiter's session was gone %v after its client closed the socket (its GET_LOCK would wait 5 s)", s.Name, gone)
+		if s.Flavor == flavor.TiDB {
+			if gone < 4*time.Second {
+				t.Errorf("on TiDB the wait ended %v after the disconnect, want it to run to its 5 s timeout", gone)
+			}
+			return
+		}
+		if gone > 3*time.Second {
+			t.Errorf("the waiter's session was still there %v after the disconnect, want it gone within about 1 s", gone)
+		}
+	})
+
 	// A statement time limit ends a wait on MySQL (max_execution_time,
 	// milliseconds: error 3024, which flavor.IsWaitKilled reports) and on
 	// MariaDB (max_statement_time, seconds: GET_LOCK answers NULL, without
