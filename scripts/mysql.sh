@@ -8,7 +8,8 @@
 #   scripts/mysql.sh build            make the private root if it is not cached yet; print its path
 #   scripts/mysql.sh start [PORT]     start a server on 127.0.0.1:PORT (default 3307) unless one
 #                                     answers there already; builds first if needed
-#   scripts/mysql.sh stop [PORT]      stop the server this script started on PORT (by its pid)
+#   scripts/mysql.sh stop [PORT]      stop the server this script started on PORT (by its pid,
+#                                     once /proc shows that pid is still that port's mysqld)
 #   scripts/mysql.sh version [PORT]   print SELECT VERSION() of the server on PORT
 #   scripts/mysql.sh path             print where the root is (or would be)
 #
