@@ -15,6 +15,7 @@ import (
 	"github.com/go-sql-driver/mysql"
 	"github.com/jmoiron/sqlx"
 
+	"github.com/namedlock/mysql/internal/flavor"
 	"github.com/namedlock/mysql/internal/testdb"
 	"github.com/namedlock/mysql/keyfmt"
 	"github.com/namedlock/mysql/namedlock"
@@ -290,10 +291,10 @@ func TestDoMultiGivesBackOnFailure(t *testing.T) {
 
 // TestServerDetectsUserLockDeadlock checks the server fact that ErrDeadlock
 // is built on: two sessions, each holding one name and waiting for the
-// other's, are a deadlock that MariaDB 10.11 detects at once (1213; MySQL:
-// 3058). Verified here on MariaDB 10.11.
+// other's, are a deadlock that the server detects at once: MariaDB fails
+// the victim with error 1213, MySQL with 3058 (both run here).
 func TestServerDetectsUserLockDeadlock(t *testing.T) {
-	testdb.RequireReal(t)
+	srv := testdb.RequireReal(t)
 	requireDeadlockDetection(t)
 	t.Parallel()
 	adm := admin(t)
@@ -336,8 +337,12 @@ func TestServerDetectsUserLockDeadlock(t *testing.T) {
 	go func() { results <- result{s2, getLock(s2, x, 10)} }()
 	first := <-results
 	var me *mysql.MySQLError
-	if !errors.As(first.err, &me) || (me.Number != 1213 && me.Number != 3058) {
-		t.Fatalf("first wait to end = %v after %v, want a deadlock error (1213 or 3058)", first.err, time.Since(start))
+	want := uint16(1213) // MariaDB's ER_LOCK_DEADLOCK
+	if srv.Flavor == flavor.MySQL {
+		want = 3058 // MySQL's ER_USER_LOCK_DEADLOCK
+	}
+	if !errors.As(first.err, &me) || me.Number != want {
+		t.Fatalf("first wait to end on %s = %v after %v, want the deadlock error %d", srv.Name, first.err, time.Since(start), want)
 	}
 	t.Logf("server deadlock error after %v: %v", time.Since(start), first.err)
 	// The victim keeps the lock it held; releasing it lets the survivor in.

@@ -158,8 +158,8 @@ func eventually(t testing.TB, d time.Duration, what string, cond func() bool) {
 }
 
 // waitingAtServer reports whether some server session is waiting in
-// GET_LOCK for name (flavor.IsLockWait: MariaDB state "User lock", MySQL
-// "Waiting for user level lock", TiDB a running GET_LOCK statement).
+// GET_LOCK for name (flavor.IsLockWait: MariaDB's and MySQL's state "User
+// lock", TiDB a running GET_LOCK statement).
 func waitingAtServer(t testing.TB, db *sql.DB, name string) bool {
 	t.Helper()
 	for _, s := range sessions(t, db) {
@@ -184,10 +184,11 @@ func sessions(t testing.TB, db *sql.DB) []serverSession {
 
 // serverSession is one row of the server's process list.
 type serverSession struct {
-	id    int64
-	state string
-	info  string
-	idle  int64 // TIME: seconds in the current state
+	id      int64
+	command string // COMMAND: "Query", or "Execute" for a prepared statement
+	state   string
+	info    string
+	idle    int64 // TIME: seconds in the current state
 }
 
 // processList reads the process list with SHOW FULL PROCESSLIST, which
@@ -209,7 +210,7 @@ func processList(ctx context.Context, db *sql.DB) ([]serverSession, error) {
 	for i, c := range cols {
 		idx[strings.ToLower(c)] = i
 	}
-	for _, c := range []string{"id", "state", "info", "time"} {
+	for _, c := range []string{"id", "command", "state", "info", "time"} {
 		if _, ok := idx[c]; !ok {
 			return nil, fmt.Errorf("SHOW FULL PROCESSLIST has no column %q (columns %v)", c, cols)
 		}
@@ -229,7 +230,7 @@ func processList(ctx context.Context, db *sql.DB) ([]serverSession, error) {
 			return nil, err
 		}
 		idle, _ := strconv.ParseInt(string(vals[idx["time"]]), 10, 64)
-		out = append(out, serverSession{id: id, state: string(vals[idx["state"]]), info: string(vals[idx["info"]]), idle: idle})
+		out = append(out, serverSession{id: id, command: string(vals[idx["command"]]), state: string(vals[idx["state"]]), info: string(vals[idx["info"]]), idle: idle})
 	}
 	return out, rows.Err()
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -32,7 +33,8 @@ func TestPlainPool(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = l.Close() })
-	if srv := testdb.Get(t); srv.Flavor.NeedsInterpolation() {
+	srv := testdb.Get(t)
+	if srv.Flavor.NeedsInterpolation() {
 		testPlainPoolRefused(t, l, srv)
 		return
 	}
@@ -59,21 +61,26 @@ func TestPlainPool(t *testing.T) {
 
 	held := mustAcquire(t, other.locker, key)
 	wctx, cancel := context.WithCancel(ctx)
+	waited := make(chan struct{})
 	go func() {
-		eventually(t, 5*time.Second, "never waited at the server", func() bool { return preparedWaits(t, adm) > 0 })
+		// Cancelled whatever happens, so that a wait never seen fails the
+		// test here instead of running to ctx's end.
+		defer close(waited)
+		defer cancel()
+		eventually(t, 5*time.Second, "never waited at the server", func() bool { return preparedWaits(t, adm, srv, held.Name()) > 0 })
 		time.Sleep(50 * time.Millisecond)
-		cancel()
 	}()
 	if _, err := l.Acquire(wctx, key); !errors.Is(err, namedlock.ErrNotAcquired) || !errors.Is(err, context.Canceled) {
 		t.Errorf("cancelled Acquire = %v", err)
 	}
+	<-waited
 	if st := l.Stats(); st.CancelledWaits != 1 {
 		t.Errorf("Stats = %+v, want 1 cancelled wait", st)
 	}
 	// The wait is killed (through the pool itself) at once; left alone, the
 	// server would notice the closed socket only at its next 1 s poll.
 	eventually(t, 600*time.Millisecond, "the cancelled wait is still at the server", func() bool {
-		return preparedWaits(t, adm) == 0
+		return preparedWaits(t, adm, srv, held.Name()) == 0
 	})
 	if err := held.Release(ctx); err != nil {
 		t.Fatal(err)
@@ -126,14 +133,23 @@ func testPlainPoolRefused(t *testing.T, l *namedlock.Locker, srv *testdb.Server)
 	}
 }
 
-// preparedWaits counts server sessions waiting in a GET_LOCK sent as a
-// prepared statement, whose process-list entry shows "?" instead of the
-// name (a pool without interpolateParams). Only such pools send it.
-func preparedWaits(t testing.TB, db *sql.DB) int {
+// preparedWaits counts server sessions waiting for the lock name in a
+// GET_LOCK sent as a server-side prepared statement (a pool without
+// interpolateParams; only such pools send it). Both servers list such a
+// session with the command "Execute"; its statement (INFO) differs:
+// MariaDB shows the statement as prepared, "SELECT GET_LOCK(?, ?)", and
+// MySQL with the arguments in it, "SELECT GET_LOCK('name', 31536000)".
+func preparedWaits(t testing.TB, db *sql.DB, srv *testdb.Server, name string) int {
 	t.Helper()
 	n := 0
 	for _, s := range sessions(t, db) {
-		if flavor.IsLockWait(s.state, s.info) && s.info == "SELECT GET_LOCK(?, ?)" {
+		if s.command != "Execute" || !flavor.IsLockWait(s.state, s.info) {
+			continue
+		}
+		switch {
+		case srv.Flavor == flavor.MariaDB && s.info == "SELECT GET_LOCK(?, ?)":
+			n++
+		case srv.Flavor == flavor.MySQL && strings.HasPrefix(s.info, "SELECT GET_LOCK('"+name+"', "):
 			n++
 		}
 	}

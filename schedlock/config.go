@@ -43,6 +43,16 @@ type Config struct {
 	// max(locked_at + LockAtLeastFor, now). It keeps an instance whose tick
 	// comes a little late from running the job again. 0 unlocks at once;
 	// it must not exceed LockAtMostFor.
+	//
+	// For a job fired every period P on several instances, the lease
+	// gives exactly one run per tick only within two bounds: an instance
+	// whose Run acquires more than LockAtLeastFor after the tick's first
+	// run runs the tick again, and a tick whose run's lock_until (its
+	// acquisition plus LockAtLeastFor, or its end if later) passes only
+	// after every instance fired the next tick makes them all skip that
+	// next tick. LockAtLeastFor close to P leaves almost no room for the
+	// second; P/2 leaves the most room for both, for instances whose ticks
+	// fire late or whose statements are slow.
 	LockAtLeastFor time.Duration
 
 	// KeepAlive, if positive, extends the lease every KeepAlive while the

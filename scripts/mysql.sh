@@ -8,7 +8,8 @@
 #   scripts/mysql.sh build            make the private root if it is not cached yet; print its path
 #   scripts/mysql.sh start [PORT]     start a server on 127.0.0.1:PORT (default 3307) unless one
 #                                     answers there already; builds first if needed
-#   scripts/mysql.sh stop [PORT]      stop the server this script started on PORT (by its pid)
+#   scripts/mysql.sh stop [PORT]      stop the server this script started on PORT (by its pid,
+#                                     once /proc shows that pid is still that port's mysqld)
 #   scripts/mysql.sh version [PORT]   print SELECT VERSION() of the server on PORT
 #   scripts/mysql.sh path             print where the root is (or would be)
 #
@@ -44,13 +45,20 @@ need_root() {
 
 build() {
   need_root
+  if [ -x "$ROOT/usr/sbin/mysqld" ] && [ -f "$ROOT/.namedlock-complete" ]; then
+    echo "$ROOT"
+    return
+  fi
   mkdir -p "$CACHE"
+  # The lock is held on fd 9 until build returns; nothing started while it
+  # is open may inherit it (a server would hold it for its whole life).
   exec 9>"$CACHE/build.lock"
   if ! flock -n 9; then
     log "another build holds $CACHE/build.lock; waiting for it"
     flock 9
   fi
   if [ -x "$ROOT/usr/sbin/mysqld" ] && [ -f "$ROOT/.namedlock-complete" ]; then
+    exec 9>&-
     echo "$ROOT"
     return
   fi
@@ -71,6 +79,7 @@ build() {
   mkdir -p "$ROOT/var/lib/mysql-files" "$ROOT/run/mysqld"
   touch "$ROOT/.namedlock-complete"
   log "made $ROOT in $(( $(date +%s) - start )) s: $(chroot "$ROOT" /usr/sbin/mysqld --version)"
+  exec 9>&-
   echo "$ROOT"
 }
 
@@ -95,7 +104,7 @@ start() {
   log "starting mysqld on 127.0.0.1:$port (datadir $ROOT$datadir, log $logfile)"
   setsid chroot "$ROOT" /usr/sbin/mysqld --no-defaults --datadir="$datadir" --user=root \
     --port="$port" --bind-address=127.0.0.1 --socket="/run/mysqld/mysqld$port.sock" \
-    --mysqlx=OFF --log-error="$datadir/error.log" </dev/null >>"$logfile" 2>&1 &
+    --mysqlx=OFF --log-error="$datadir/error.log" </dev/null >>"$logfile" 2>&1 9>&- &
   echo $! >"$pidfile"
   for _ in $(seq 1 120); do
     if answers "$port"; then
@@ -104,13 +113,15 @@ start() {
       return
     fi
     if ! kill -0 "$(cat "$pidfile")" 2>/dev/null; then
+      rm -f "$pidfile"
       log "mysqld exited; see $logfile and $ROOT$datadir/error.log"
       tail -20 "$ROOT$datadir/error.log" >&2 || true
       exit 1
     fi
     sleep 0.5
   done
-  log "mysqld did not answer on 127.0.0.1:$port within 60 s; see $ROOT$datadir/error.log"
+  log "mysqld did not answer on 127.0.0.1:$port within 60 s; stopping it; see $ROOT$datadir/error.log"
+  stop "$port"
   exit 1
 }
 
@@ -123,30 +134,43 @@ stop() {
   fi
   local pid
   pid=$(cat "$pidfile")
-  # The pid is chroot's, which exec'd mysqld: the same process.
-  if kill "$pid" 2>/dev/null; then
-    for _ in $(seq 1 120); do
+  # The pid is chroot's, which exec'd mysqld: the same process. Signal it
+  # only if it still is the mysqld of this port (not a pid reused since).
+  if tr '\0' ' ' 2>/dev/null <"/proc/$pid/cmdline" | grep -q -- "mysqld .*--port=$port "; then
+    kill "$pid"
+    for _ in $(seq 1 240); do
       kill -0 "$pid" 2>/dev/null || break
       sleep 0.25
     done
+    if kill -0 "$pid" 2>/dev/null; then
+      log "mysqld (pid $pid) on port $port did not stop within 60 s; left running, pid file kept"
+      exit 1
+    fi
+    log "stopped the server on port $port (pid $pid)"
+  else
+    log "the server this script started on port $port (pid $pid) is no longer running"
   fi
   rm -f "$pidfile"
   # Unmount /proc when no server of this root runs any more.
   if ! ls "$CACHE"/mysql-*.pid >/dev/null 2>&1 && mountpoint -q "$ROOT/proc"; then
     umount "$ROOT/proc" || true
   fi
-  log "stopped the server on port $port (pid $pid)"
 }
 
 version() {
   mysql -h127.0.0.1 -P"${1:-3307}" -uroot -N -e 'SELECT VERSION()'
 }
 
+PORT="${2:-3307}"
+case "$PORT" in
+  '' | *[!0-9]*) log "not a port: $PORT"; exit 2 ;;
+esac
+
 case "${1:-}" in
   build) build ;;
-  start) start "${2:-3307}" ;;
-  stop) stop "${2:-3307}" ;;
-  version) version "${2:-3307}" ;;
+  start) start "$PORT" ;;
+  stop) stop "$PORT" ;;
+  version) version "$PORT" ;;
   path) echo "$ROOT" ;;
   *)
     echo "usage: $0 build | start [PORT] | stop [PORT] | version [PORT] | path" >&2

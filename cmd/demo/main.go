@@ -24,7 +24,11 @@
 //  4. a scheduled job: three instances fire the same job on the same ticks,
 //     each a little late. Without a lock it runs once per instance per tick;
 //     with schedlock.Run (a ShedLock-compatible lease row, in database time,
-//     with lockAtLeastFor) once per tick.
+//     with lockAtLeastFor half the 1 s period) once per tick, as long as
+//     every firing returns within that half second of its tick's start: a
+//     firing slower than that (a machine too busy) can make a tick run
+//     twice or not at all, which the round reports as such, not as the
+//     lock's failure.
 //
 // Lost updates are computed as accepted orders − (initial stock − final
 // stock); oversold units as accepted orders − initial stock when positive.

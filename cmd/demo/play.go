@@ -104,6 +104,12 @@ func concludeSched(out io.Writer, t *target, results []SchedResult) int {
 			fmt.Fprintf(out, "Without the lock the job ran %d times in %d ticks: once per instance per tick.\n", r.Total(), len(r.Runs))
 		case r.Exact():
 			fmt.Fprintf(out, "With schedlock.Run: once per tick, whichever instance fired first; the others skipped.\n")
+		case r.Failed == 0 && !r.InSlack():
+			// Not the lock's failure: the round's premise did not hold.
+			fmt.Fprintf(out, "With schedlock.Run the job did not run once per tick, but a firing returned %v after its tick\n"+
+				"  began, more than the %v the lease can absorb (lockAtLeastFor %v, period %v): the machine was too\n"+
+				"  busy for the round. A lease gives one run per tick only while every instance fires and runs within that.\n",
+				fmtDuration(r.Slowest), schedSlack, schedAtLeast, schedPeriod)
 		default:
 			status = exitWrong
 			fmt.Fprintln(out, "FAIL: with the lock the scheduled job did not run exactly once per tick (exit status 1).")

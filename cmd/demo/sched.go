@@ -21,14 +21,26 @@ import (
 const (
 	schedInstances = 3
 	schedTicks     = 5
-	schedPeriod    = 200 * time.Millisecond
+	schedPeriod    = time.Second
 	schedMaxLate   = 30 * time.Millisecond // how late an instance's tick may fire
 	schedJobTime   = 20 * time.Millisecond // how long one run of the job takes
 	// schedAtLeast keeps the job locked after a fast run, so that a late
 	// instance does not run it again for the same tick; it must stay below
-	// the period so that the next tick can run it.
+	// the period so that the next tick can run it. Half the period leaves
+	// the most room on both sides (schedSlack).
 	schedAtLeast = schedPeriod / 2
 	schedAtMost  = 10 * time.Second
+	// schedSlack is how late, after its tick began, a firing's Run may
+	// return with the lease still guaranteeing one run per tick: a run of
+	// tick k locks the job from its acquisition, which is at or after the
+	// tick's start, until at most its Run's return plus schedAtLeast, so
+	// the next tick finds it free if every Run returns within schedPeriod
+	// less schedAtLeast; and a second instance runs tick k again only if
+	// its own Run acquires more than schedAtLeast after the first one, so
+	// after the tick's start. A slower firing (a machine so busy that one
+	// statement stalls this long) may make a tick run twice or not at all.
+	// Less 5 ms for the lease row's millisecond times.
+	schedSlack = min(schedAtLeast, schedPeriod-schedAtLeast) - 5*time.Millisecond
 )
 
 // SchedResult is one half of the scheduled-job round.
@@ -38,7 +50,15 @@ type SchedResult struct {
 	Failed  int   // Run calls that returned an error
 	Errors  []string
 	Elapsed time.Duration
+	// Slowest is the longest time from a tick's start to the return of a
+	// Run (or job) fired for it.
+	Slowest time.Duration
 }
+
+// InSlack reports whether every firing returned within schedSlack of its
+// tick's start, where the lease guarantees one run per tick: a locked
+// round that is not Exact although InSlack is a real failure.
+func (r SchedResult) InSlack() bool { return r.Slowest <= schedSlack }
 
 // Total is the number of job runs over all ticks.
 func (r SchedResult) Total() int {
@@ -94,6 +114,7 @@ func (d *demo) schedRound(ctx context.Context, dsn string, locked bool, done *at
 	runs := make([]atomic.Int64, schedTicks)
 	var mu sync.Mutex
 	var t tally
+	var slowest time.Duration
 	job := func(tick int) func(context.Context) error {
 		return func(ctx context.Context) error {
 			runs[tick].Add(1)
@@ -110,7 +131,8 @@ func (d *demo) schedRound(ctx context.Context, dsn string, locked bool, done *at
 			<-timer.C
 			for tick := range schedTicks {
 				late := rand.N(schedMaxLate)
-				timer.Reset(time.Until(start.Add(time.Duration(tick)*schedPeriod + late)))
+				tickStart := start.Add(time.Duration(tick) * schedPeriod)
+				timer.Reset(time.Until(tickStart.Add(late)))
 				select {
 				case <-ctx.Done():
 					return
@@ -122,8 +144,10 @@ func (d *demo) schedRound(ctx context.Context, dsn string, locked bool, done *at
 				} else {
 					err = job(tick)(ctx)
 				}
+				took := time.Since(tickStart)
 				mu.Lock()
 				t.record(err == nil, err)
+				slowest = max(slowest, took)
 				mu.Unlock()
 				done.Add(1)
 			}
@@ -133,7 +157,7 @@ func (d *demo) schedRound(ctx context.Context, dsn string, locked bool, done *at
 	if err := ctx.Err(); err != nil {
 		return SchedResult{}, err
 	}
-	r := SchedResult{Locked: locked, Failed: t.Failed, Errors: t.Errors, Elapsed: time.Since(start)}
+	r := SchedResult{Locked: locked, Failed: t.Failed, Errors: t.Errors, Elapsed: time.Since(start), Slowest: slowest}
 	for i := range runs {
 		r.Runs = append(r.Runs, int(runs[i].Load()))
 	}
@@ -181,7 +205,11 @@ func writeSchedResults(w io.Writer, results []SchedResult) {
 			per[j] = strconv.Itoa(n)
 		}
 		v := "exact: once per tick"
-		if !r.Exact() {
+		switch {
+		case r.Exact():
+		case r.Locked && r.Failed == 0 && !r.InSlack():
+			v = fmt.Sprintf("not once per tick: a firing took %v, past the %v slack (machine too busy)", fmtDuration(r.Slowest), schedSlack)
+		default:
 			v = "WRONG: not once per tick"
 			if r.Failed > 0 {
 				v += fmt.Sprintf(", %d failed", r.Failed)

@@ -86,8 +86,8 @@ func (f Flavor) String() string {
 }
 
 // FractionalTimeouts reports whether GET_LOCK takes fractional seconds
-// (MariaDB). The others take whole seconds: MySQL truncates 0.3 to 0,
-// go-mysql-server rounds it, TiDB waits at least 1 s.
+// (MariaDB). The others take whole seconds: MySQL and go-mysql-server
+// round (MySQL: 0.4 to 0, 0.5 to 1), TiDB waits at least 1 s.
 func (f Flavor) FractionalTimeouts() bool { return f == MariaDB }
 
 // WaitsIgnoreCancel reports whether a GET_LOCK wait ignores its client's
@@ -281,15 +281,15 @@ const (
 	errNumMariaDBTimeout   = 1969 // ER_STATEMENT_TIMEOUT: max_statement_time (MariaDB)
 	errNumUnknownVariable  = 1193 // ER_UNKNOWN_SYSTEM_VARIABLE
 	errNumBadLockName      = 3057 // ER_USER_LOCK_WRONG_NAME (MySQL: empty, bad charset, over 64 characters before 8.4)
-	errNumOverlongLockName = 4163 // ER_USER_LOCK_OVERLONG_NAME (MySQL 8.4: over 64 characters)
+	errNumOverlongLockName = 4163 // ER_USER_LOCK_OVERLONG_NAME (MySQL 8.4 and later: over 64 characters)
 	errNumTooLongIdent     = 1059 // ER_TOO_LONG_IDENT (MariaDB: a lock name over 192 bytes)
 )
 
 // IsWaitKilled reports whether err is, or wraps, a server error saying that
 // the statement was ended by the server while it ran: error 1317 (an
 // operator's KILL QUERY; MySQL fails a waiting GET_LOCK with it, where
-// MariaDB answers NULL), 3024 (MySQL's and TiDB's max_execution_time) or
-// 1969 (MariaDB's max_statement_time).
+// MariaDB answers NULL), 3024 (MySQL's max_execution_time; TiDB's does not
+// end a GET_LOCK wait) or 1969 (MariaDB's max_statement_time).
 func IsWaitKilled(err error) bool {
 	var me *mysql.MySQLError
 	if !errors.As(err, &me) {
@@ -464,8 +464,9 @@ func (f Flavor) MaxHold(ctx context.Context, q interface {
 }
 
 // IsLockWait reports whether a row of SHOW FULL PROCESSLIST, by its State
-// and Info, is a session waiting in GET_LOCK: MariaDB shows the state
-// "User lock", MySQL "Waiting for user level lock". TiDB shows no such
+// and Info, is a session waiting in GET_LOCK: MariaDB and MySQL show the
+// state "User lock" (MySQL 9.7 does, TestGetLockOnServer); "Waiting for
+// user level lock", an older MySQL name of it, counts too. TiDB shows no such
 // state (a waiter's is "autocommit"), so a row whose statement (Info)
 // calls GET_LOCK counts too: there GET_LOCK waits at least 1 s whenever
 // the lock is held.

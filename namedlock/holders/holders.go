@@ -47,10 +47,10 @@ type Holder struct {
 // Session is a connection as information_schema.PROCESSLIST shows it.
 type Session struct {
 	User    string
-	Host    string        // host:port of the client
+	Host    string        // host:port of the client; the host by name (localhost) unless skip_name_resolve
 	DB      string        // its default database, "" for none
-	Command string        // Sleep, Query, ...
-	State   string        // e.g. "User lock" while waiting for a named lock (MariaDB)
+	Command string        // Sleep, Query, Execute (a prepared statement), ...
+	State   string        // e.g. "User lock" while waiting for a named lock (MariaDB, MySQL)
 	Time    time.Duration // time in its current state (to the millisecond on MariaDB, the second elsewhere)
 	Info    string        // the statement it runs, "" when idle
 }
