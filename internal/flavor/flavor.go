@@ -437,6 +437,17 @@ const DefaultMaxTxnTTL = time.Hour
 // from the configuration of the TiDB instance that runs it.
 const MaxTxnTTLQuery = `SELECT JSON_EXTRACT(@@tidb_config, '$.performance."max-txn-ttl"')`
 
+// ErrMaxHoldRefused is the error (wrapped) that MaxHold returns, with
+// DefaultMaxTxnTTL, when the server answered but will not say its
+// performance.max-txn-ttl: @@tidb_config is refused to the user (error
+// 1227: TiDB's security enhanced mode hides it without the
+// RESTRICTED_VARIABLES_ADMIN privilege), unknown (1193), or has no positive
+// value. Asking again gets the same answer.
+var ErrMaxHoldRefused = errors.New("the server does not say its performance.max-txn-ttl")
+
+// Server answers that refuse MaxTxnTTLQuery for good.
+const errNumSpecificAccessDenied = 1227 // ER_SPECIFIC_ACCESS_DENIED_ERROR
+
 // MaxHold returns how long this server lets a named lock live once
 // GET_LOCK was sent for it, however its session fares: 0 (no limit) for
 // every kind but TiDB. On TiDB a lock is a pessimistic lock of a
@@ -445,8 +456,12 @@ const MaxTxnTTLQuery = `SELECT JSON_EXTRACT(@@tidb_config, '$.performance."max-t
 // that another session can be granted the lock while the holder's session,
 // its IS_USED_LOCK and its RELEASE_LOCK still answer as if it held it.
 // MaxHold reads the setting with MaxTxnTTLQuery on q (one instance's
-// configuration: every instance of a cluster should have the same). If it
-// cannot be read, MaxHold returns DefaultMaxTxnTTL and the error.
+// configuration: every instance of a cluster should have the same).
+//
+// When the server refuses to say (ErrMaxHoldRefused), MaxHold returns
+// DefaultMaxTxnTTL and that error. Any other failure (a broken connection,
+// a timeout, ctx) returns 0 and the error: the caller does not know the
+// limit and must ask again.
 func (f Flavor) MaxHold(ctx context.Context, q interface {
 	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
 }) (time.Duration, error) {
@@ -455,13 +470,40 @@ func (f Flavor) MaxHold(ctx context.Context, q interface {
 	}
 	var ms sql.NullFloat64
 	if err := q.QueryRowContext(ctx, MaxTxnTTLQuery).Scan(&ms); err != nil {
-		return DefaultMaxTxnTTL, fmt.Errorf("read performance.max-txn-ttl: %w", err)
+		var me *mysql.MySQLError
+		if errors.As(err, &me) && (me.Number == errNumSpecificAccessDenied || me.Number == errNumUnknownVariable) {
+			return DefaultMaxTxnTTL, fmt.Errorf("read performance.max-txn-ttl: %w (%w)", ErrMaxHoldRefused, err)
+		}
+		return 0, fmt.Errorf("read performance.max-txn-ttl: %w", err)
 	}
 	if !ms.Valid || ms.Float64 <= 0 {
-		return DefaultMaxTxnTTL, errors.New("read performance.max-txn-ttl: @@tidb_config has no positive performance.max-txn-ttl")
+		return DefaultMaxTxnTTL, fmt.Errorf("read performance.max-txn-ttl: %w: @@tidb_config has no positive performance.max-txn-ttl", ErrMaxHoldRefused)
 	}
 	return time.Duration(ms.Float64 * float64(time.Millisecond)), nil
 }
+
+// errNumWriteConflict is TiDB's ErrWriteConflict: a transaction found, when
+// it locked or committed a key, that another transaction had written it
+// after its snapshot.
+const errNumWriteConflict = 9007
+
+// IsWriteConflict reports whether err is, or wraps, TiDB's error 9007
+// "Write conflict": the statement (a write in a pessimistic transaction
+// at TiDB's SERIALIZABLE, which does not retry it) or the COMMIT (an
+// optimistic transaction) found a key written by another transaction after
+// its snapshot. The transaction is rolled back; nothing of it committed.
+func IsWriteConflict(err error) bool {
+	var me *mysql.MySQLError
+	return errors.As(err, &me) && me.Number == errNumWriteConflict
+}
+
+// TxnModeExpr is the expression, for a SELECT on TiDB, that answers 1 when
+// the session begins its transactions in pessimistic mode (tidb_txn_mode
+// 'pessimistic', the default) and 0 when in optimistic mode ('optimistic',
+// or the empty value, which TiDB takes as optimistic). An optimistic transaction takes
+// no row lock before its COMMIT: its writes wait for nobody, and a conflict
+// fails the COMMIT (IsWriteConflict).
+const TxnModeExpr = "UPPER(@@tidb_txn_mode) = 'PESSIMISTIC'"
 
 // IsLockWait reports whether a row of SHOW FULL PROCESSLIST, by its State
 // and Info, is a session waiting in GET_LOCK: MariaDB shows the state
