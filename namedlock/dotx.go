@@ -58,6 +58,20 @@ import (
 // that conflict then may end in a deadlock error instead); the errors are
 // those of DoTx without fencing. On other servers, and with fencing, the
 // isolation level changes nothing here.
+//
+// Fenced, on TiDB, fn reads what the previous holder committed at every
+// isolation level, although TiDB takes a transaction's snapshot at its
+// first statement, before the mint waited for that holder: a DoTx that
+// asks for the default level runs at READ COMMITTED (every statement reads
+// the latest commit); at a level that keeps one snapshot (REPEATABLE READ;
+// READ UNCOMMITTED and SERIALIZABLE, which TiDB refuses with error 8048
+// unless tidb_skip_isolation_level_check is on, and then runs as
+// snapshots) the transaction reads the fence row from its snapshot before
+// the mint and, when the mint shows a commit newer than that snapshot, is
+// rolled back and begun again before fn runs. A session whose tidb_txn_mode
+// is not pessimistic is refused with [ErrFencing] before the mint. A write
+// conflict at the COMMIT (TiDB error 9007) matches [ErrWriteConflict]: the
+// transaction rolled back.
 func (l *Locker) DoTx(ctx context.Context, key string, db *sqlx.DB, opts *sql.TxOptions, fn func(ctx context.Context, tx *sqlx.Tx) error) error {
 	if db == nil || db.DB == nil {
 		return fail("", "", "invalid argument: DoTx: nil *sqlx.DB", ErrInvalidArgument)
