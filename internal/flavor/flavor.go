@@ -443,7 +443,7 @@ const MaxTxnTTLQuery = `SELECT JSON_EXTRACT(@@tidb_config, '$.performance."max-t
 // 1227: TiDB's security enhanced mode hides it without the
 // RESTRICTED_VARIABLES_ADMIN privilege), unknown (1193), or has no positive
 // value. Asking again gets the same answer.
-var ErrMaxHoldRefused = errors.New("the server does not say its performance.max-txn-ttl")
+var ErrMaxHoldRefused = errors.New("the server does not say")
 
 // Server answers that refuse MaxTxnTTLQuery for good.
 const errNumSpecificAccessDenied = 1227 // ER_SPECIFIC_ACCESS_DENIED_ERROR
