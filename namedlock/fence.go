@@ -47,10 +47,10 @@ type fenceTable struct {
 // ErrWriteConflict: on TiDB, a fenced [Locker.DoTx]'s transaction was
 // rolled back because the server found the fence row written by another
 // transaction after the snapshot it read from (TiDB error 9007, "Write
-// conflict", which stays matchable): at its COMMIT, or at its mint after
-// [maxSnapshotRetries] fresh transactions in a row each found the fence row
-// moved past its snapshot. Nothing of the transaction was committed; run it
-// again.
+// conflict", which stays matchable, when the server sent it): at its
+// COMMIT, or before fn ran, when 5 fresh transactions in a row each found
+// the fence row committed past its snapshot. Nothing of the transaction
+// was committed; run it again.
 var ErrWriteConflict = errors.New("namedlock: write conflict on the fence row: the transaction was rolled back")
 
 // createStatement is the CREATE TABLE of a fence table: one row per lock
@@ -164,11 +164,12 @@ type rowQueryer interface {
 // and returns the token after the newest one committed. If that is not the
 // snapshot's token + 1, a holder committed after the snapshot was taken
 // and fn would not see its writes: tx is rolled back and a new one begun,
-// whose snapshot comes after that commit (the row stays this holder's
-// until then: a holder of the named lock is the only one that mints, but
-// for a zombie). A write conflict at the mint (TiDB's SERIALIZABLE, which
-// reads and writes at its snapshot and fails instead of waiting past it)
-// is the same news and gets the same retry.
+// whose snapshot comes after that commit. No fenced DoTx of this Locker
+// can mint in between (the lock is handed on only after this mint); a
+// zombie holder of another instance can, which costs one more retry. A
+// write conflict at the mint (TiDB's SERIALIZABLE, which reads and writes
+// at its snapshot and fails instead of waiting past it) is the same news
+// and gets the same retry.
 func mintInTx[T txn](ctx, fctx context.Context, f *fenceTable, tx T, begin func(context.Context) (T, error), isolation sql.IsolationLevel, key, name string) (T, uint64, error) {
 	if !f.snapshotAtFirst() {
 		tok, err := f.mint(fctx, tx, key, name, 1)
