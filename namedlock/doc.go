@@ -71,12 +71,27 @@
 // TryAcquire asks with a NOWAIT probe of mysql.advisory_locks, which needs
 // the SELECT and UPDATE privileges on that table, and otherwise falls back
 // to GET_LOCK(name, 0), which waits 1 s for a held lock; a lock lives at
-// most performance.max-txn-ttl (read from @@tidb_config; 1 h, the default,
-// when it cannot be read), after which TiDB may grant it to another session
-// while the holder's still answers as its owner, so the keep-alive reports
-// it lost before that (a tenth of max-txn-ttl earlier, 1 s to 1 min); a
-// lock pool that sends prepared statements is refused
-// ([ErrNeedsInterpolation]).
+// most performance.max-txn-ttl, after which TiDB may grant it to another
+// session while the holder's still answers as its owner, so the keep-alive
+// reports it lost before that (a tenth of max-txn-ttl earlier, 1 s to
+// 1 min). The limit is read from @@tidb_config at the first acquisition; if
+// that read fails, the acquisition fails with [ErrNotAcquired] and the next
+// one reads it again (1 h, TiDB's default, is assumed only when TiDB
+// refuses to say, as under its security enhanced mode). A lock pool that
+// sends prepared statements is refused ([ErrNeedsInterpolation]).
+//
+// What TiDB cannot tell the Locker: a lock can end long before
+// max-txn-ttl, unseen. The pessimistic lock behind GET_LOCK lives about
+// 20 s unless the TiDB instance's client refreshes it (every 10 s), and
+// that refresh stops for good after a timestamp fetch from PD that fails
+// through its retries, or more than 10 failed heartbeats to TiKV in a row
+// (client-go's keepAlive); the lock then expires and another session can
+// be granted it, while the holder's IS_USED_LOCK and RELEASE_LOCK, which
+// TiDB answers from the session's memory, still answer 1. No ownership
+// check can detect it, so on TiDB a loss is reported only when the session
+// or the hold limit ends it. Use fencing on TiDB ([WithFencing], a fenced
+// [Locker.DoTx] or [CheckFenced] writes): the named lock keeps callers
+// queued, and the fence row is what keeps two holders' writes apart.
 //
 // # Releasing
 //
@@ -134,7 +149,12 @@
 // them correct. So a fenced DoTx hands the named lock to a fenced DoTx of
 // the same Locker waiting for the key as soon as its own mint is done (that
 // one waits at its mint, inside the server, for the COMMIT); any other next
-// holder gets the lock only after the COMMIT. The one cost: a stale transaction that stays open holds the
+// holder gets the lock only after the COMMIT. On TiDB, whose transactions
+// read from a snapshot taken at their first statement, before the mint
+// waited, a fenced DoTx makes its reads come after the previous holder's
+// commit at every isolation level (see [Locker.DoTx]), and refuses a
+// session in optimistic transaction mode ([ErrFencing]), where the mint
+// would wait for nobody. The one cost: a stale transaction that stays open holds the
 // next holder back, until the server's innodb_lock_wait_timeout (50 s by
 // default) fails the waiting mint with [ErrFenceWait]. DoTx then tells the
 // truth about its transaction: nil exactly when it committed, an error

@@ -19,5 +19,5 @@ func (l *Locker) DoSQLTx(ctx context.Context, key string, db *sql.DB, opts *sql.
 	if err := l.txArgs("DoSQLTx", db, fn == nil); err != nil {
 		return err
 	}
-	return doTx(l, ctx, "DoSQLTx", key, db, isSerializable(opts), func(ctx context.Context) (*sql.Tx, error) { return db.BeginTx(ctx, l.txOptions(opts)) }, fn)
+	return doTx(l, ctx, "DoSQLTx", key, db, opts, func(ctx context.Context) (*sql.Tx, error) { return db.BeginTx(ctx, l.txOptions(opts)) }, fn)
 }

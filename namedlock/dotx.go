@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/jmoiron/sqlx"
+
+	"github.com/namedlock/mysql/internal/flavor"
 )
 
 // DoTx runs fn in a transaction on the application's primary pool db, under
@@ -56,6 +58,20 @@ import (
 // that conflict then may end in a deadlock error instead); the errors are
 // those of DoTx without fencing. On other servers, and with fencing, the
 // isolation level changes nothing here.
+//
+// Fenced, on TiDB, fn reads what the previous holder committed at every
+// isolation level, although TiDB takes a transaction's snapshot at its
+// first statement, before the mint waited for that holder: a DoTx that
+// asks for the default level runs at READ COMMITTED (every statement reads
+// the latest commit); at a level that keeps one snapshot (REPEATABLE READ;
+// READ UNCOMMITTED and SERIALIZABLE, which TiDB refuses with error 8048
+// unless tidb_skip_isolation_level_check is on, and then runs as
+// snapshots) the transaction reads the fence row from its snapshot before
+// the mint and, when the mint shows a commit newer than that snapshot, is
+// rolled back and begun again before fn runs. A session whose tidb_txn_mode
+// is not pessimistic is refused with [ErrFencing] before the mint. A write
+// conflict at the COMMIT (TiDB error 9007) matches [ErrWriteConflict]: the
+// transaction rolled back.
 func (l *Locker) DoTx(ctx context.Context, key string, db *sqlx.DB, opts *sql.TxOptions, fn func(ctx context.Context, tx *sqlx.Tx) error) error {
 	if db == nil || db.DB == nil {
 		return fail("", "", "invalid argument: DoTx: nil *sqlx.DB", ErrInvalidArgument)
@@ -63,7 +79,7 @@ func (l *Locker) DoTx(ctx context.Context, key string, db *sqlx.DB, opts *sql.Tx
 	if err := l.txArgs("DoTx", db.DB, fn == nil); err != nil {
 		return err
 	}
-	return doTx(l, ctx, "DoTx", key, db.DB, isSerializable(opts), func(ctx context.Context) (*sqlx.Tx, error) { return db.BeginTxx(ctx, l.txOptions(opts)) }, fn)
+	return doTx(l, ctx, "DoTx", key, db.DB, opts, func(ctx context.Context) (*sqlx.Tx, error) { return db.BeginTxx(ctx, l.txOptions(opts)) }, fn)
 }
 
 // txOptions returns the options DoTx begins with: opts, or, for a fenced
@@ -88,17 +104,21 @@ func (l *Locker) txArgs(call string, db *sql.DB, nilFunc bool) error {
 	return nil
 }
 
-// doTx is DoTx and DoSQLTx on db, whose transactions begin begins.
-// serializable: the transaction is asked for at SERIALIZABLE.
-func doTx[T txn](l *Locker, ctx context.Context, call, key string, db *sql.DB, serializable bool, begin func(context.Context) (T, error), fn func(ctx context.Context, tx T) error) error {
+// doTx is DoTx and DoSQLTx on db, whose transactions begin begins with
+// the options the caller gave (opts, which begin has already).
+func doTx[T txn](l *Locker, ctx context.Context, call, key string, db *sql.DB, opts *sql.TxOptions, begin func(context.Context) (T, error), fn func(ctx context.Context, tx T) error) error {
 	f := l.cfg.fence
 	if f != nil && db != f.db {
 		return fail(key, "", call+": db is not the *sql.DB given to WithFencing, which holds the fence table "+f.quoted+": its transaction could not be fenced", ErrFencing)
 	}
 	if f != nil {
-		return fencedDoTx(l, ctx, call, key, begin, fn)
+		var isolation sql.IsolationLevel
+		if opts != nil {
+			isolation = opts.Isolation
+		}
+		return fencedDoTx(l, ctx, call, key, isolation, begin, fn)
 	}
-	if serializable {
+	if isSerializable(opts) {
 		if ctx == nil {
 			panic("namedlock: nil Context")
 		}
@@ -171,7 +191,7 @@ func unfencedTx[T txn](ctx context.Context, call string, k *Lock, begin func(con
 // that holder still runs fn, off the path that holders of the key take one
 // after another (beginning while first in line measured no faster), and a
 // waiting caller holds no connection of the application's pool.
-func fencedDoTx[T txn](l *Locker, ctx context.Context, call, key string, begin func(context.Context) (T, error), fn func(ctx context.Context, tx T) error) (err error) {
+func fencedDoTx[T txn](l *Locker, ctx context.Context, call, key string, isolation sql.IsolationLevel, begin func(context.Context) (T, error), fn func(ctx context.Context, tx T) error) (err error) {
 	k, err := l.acquire(ctx, key, false, false, early{kind: earlyFencedTx}, nil)
 	if err != nil {
 		return err
@@ -206,7 +226,8 @@ func fencedDoTx[T txn](l *Locker, ctx context.Context, call, key string, begin f
 	k.sess.tokenNext = 0
 	l.mu.Unlock()
 	minting := time.Now()
-	tok, err := l.cfg.fence.mint(fctx, tx, key, k.q.name, 1)
+	var tok uint64
+	tx, tok, err = mintInTx(ctx, fctx, l.cfg.fence, tx, begin, isolation, key, k.q.name)
 	fenceWait = time.Since(minting)
 	if err == nil {
 		k.token.Store(tok)
@@ -243,7 +264,9 @@ func fencedDoTx[T txn](l *Locker, ctx context.Context, call, key string, begin f
 	} else {
 		err, _ = commitBeside(tx, finish) // a loss found by the proof: Stats and the observer
 	}
-	if err != nil {
+	if err != nil && flavor.IsWriteConflict(err) {
+		err = fail(key, "", call+": commit: "+err.Error(), ErrWriteConflict, err)
+	} else if err != nil {
 		err = fail(key, "", call+": commit: "+err.Error(), err)
 	}
 	l.fencedTxEnded(ctx, key, fenceWait, err)

@@ -95,6 +95,10 @@ func (s *server) take(callerCtx, ctx context.Context, key, name string, try bool
 	f, err := s.detect(ctx, conn)
 	if err != nil {
 		discardConn(conn)
+		var hl errHoldLimit
+		if errors.As(err, &hl) && !ctxEnded(ctx) {
+			return nil, fail(key, "not acquired", hl.Error(), ErrNotAcquired, hl.err)
+		}
 		return nil, s.getLockError(ctx, key, err)
 	}
 	p := &pinned{conn: conn, name: name, arg: name}
@@ -345,8 +349,11 @@ func (e errCancelledWait) Unwrap() error { return e.error }
 
 // detect learns, once per server (at the first acquisition: one round
 // trip, two on TiDB), which kind of server it is and how long it lets a
-// lock live (flavor.MaxHold; on TiDB, if its max-txn-ttl cannot be read,
-// the default of 1 h is assumed).
+// lock live (flavor.MaxHold). Nothing is remembered until both are known:
+// when TiDB's max-txn-ttl could not be read (a broken connection, a
+// timeout), detect fails with errHoldLimit, no lock is taken, and the next
+// acquisition reads it again. Only a server that answers but refuses to say
+// (flavor.ErrMaxHoldRefused) is assumed to have TiDB's default of 1 h.
 func (s *server) detect(ctx context.Context, conn *sql.Conn) (flavor.Flavor, error) {
 	if f := flavor.Flavor(s.flavor.Load()); f != flavor.Unknown {
 		return f, nil
@@ -356,13 +363,23 @@ func (s *server) detect(ctx context.Context, conn *sql.Conn) (flavor.Flavor, err
 		return flavor.Unknown, err
 	}
 	maxHold, err := f.MaxHold(ctx, conn)
-	if err != nil && ctx.Err() != nil {
-		return flavor.Unknown, err
+	if err != nil && !errors.Is(err, flavor.ErrMaxHoldRefused) {
+		return flavor.Unknown, errHoldLimit{err}
 	}
 	s.holdLimit.Store(int64(holdLimitFor(maxHold)))
 	s.flavor.Store(int32(f))
 	return f, nil
 }
+
+// errHoldLimit: detect could not learn how long TiDB lets a lock live, so
+// no lock is taken (see detect).
+type errHoldLimit struct{ err error }
+
+func (e errHoldLimit) Error() string {
+	return "TiDB's hold limit (performance.max-txn-ttl) is not known, so no lock is taken until it is: " + e.err.Error()
+}
+
+func (e errHoldLimit) Unwrap() error { return e.err }
 
 // waitKilled is the reason given for a wait that the server ended itself.
 const waitKilled = "the wait was killed by the server: KILL QUERY or a statement time limit"

@@ -3,10 +3,15 @@ package namedlock_test
 import (
 	"context"
 	"database/sql"
+	"database/sql/driver"
 	"errors"
 	"slices"
+	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/go-sql-driver/mysql"
 
 	"github.com/namedlock/mysql/internal/flavor"
 	"github.com/namedlock/mysql/internal/testdb"
@@ -154,6 +159,118 @@ func TestTiDBMaxTxnTTL(t *testing.T) {
 	srv := tidbtest.Start(t, "[performance]\nmax-txn-ttl = 5000\n")
 	t.Logf("server: private TiDB at %s, performance.max-txn-ttl = 5000 ms", srv.Addr())
 	in := newInstance(t, srv.DSN())
+	holdPastMaxTxnTTL(t, in.locker, srv)
+}
+
+// TestTiDBMaxTxnTTLReadAgain: when the first read of TiDB's
+// performance.max-txn-ttl fails (the connection breaks between VERSION()
+// and the read of @@tidb_config; a driver wrapper fails that one query
+// once with the driver's "invalid connection"), the acquisition fails with
+// ErrNotAcquired saying so, and no lock is taken; the next acquisition
+// reads it again, and a lock held past it (5 s on this private TiDB) is
+// reported lost before another session is granted it. Before, the failed
+// read fixed the hold limit at 59 min for the Locker's life, and the loss
+// went unseen.
+func TestTiDBMaxTxnTTLReadAgain(t *testing.T) {
+	if f := testdb.Get(t).Flavor; f != flavor.TiDB {
+		t.Skipf("runs when the test server is TiDB (this one is %v): it starts a private TiDB with performance.max-txn-ttl = 5000", f)
+	}
+	leakCheck(t)
+	srv := tidbtest.Start(t, "[performance]\nmax-txn-ttl = 5000\n")
+	t.Logf("server: private TiDB at %s, performance.max-txn-ttl = 5000 ms; its first read fails", srv.Addr())
+	cfg, err := mysql.ParseDSN(srv.DSN() + "?interpolateParams=true")
+	if err != nil {
+		t.Fatal(err)
+	}
+	mc, err := mysql.NewConnector(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fc := &failOnce{Connector: mc, query: flavor.MaxTxnTTLQuery}
+	db := sql.OpenDB(fc)
+	t.Cleanup(func() { _ = db.Close() })
+	l, err := namedlock.NewLocker(db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = l.Close() })
+	key := uniqueKey(t, "k")
+	ctx := testCtx(t, 30*time.Second)
+	err = l.Do(ctx, key, func(context.Context) error {
+		t.Error("fn ran while the hold limit was not known")
+		return nil
+	})
+	t.Logf("the first Do, whose read of max-txn-ttl failed: %v", err)
+	if !errors.Is(err, namedlock.ErrNotAcquired) || !errors.Is(err, mysql.ErrInvalidConn) || !strings.Contains(err.Error(), "max-txn-ttl") {
+		t.Fatalf("first Do = %v, want ErrNotAcquired saying that max-txn-ttl is not known, with the driver's error", err)
+	}
+	if fc.failed.Load() != 1 {
+		t.Fatalf("the max-txn-ttl read failed %d times, want 1", fc.failed.Load())
+	}
+	holdPastMaxTxnTTL(t, l, srv)
+}
+
+// failOnce is a driver.Connector whose connections fail query once, the
+// first time it is sent, with mysql.ErrInvalidConn (a connection that broke
+// under it), and pass everything else on.
+type failOnce struct {
+	driver.Connector
+	query  string
+	failed atomic.Int64
+}
+
+func (c *failOnce) Connect(ctx context.Context) (driver.Conn, error) {
+	conn, err := c.Connector.Connect(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return &failOnceConn{Conn: conn, c: c}, nil
+}
+
+// failOnceConn passes every call on to the driver's connection but the
+// failing query's first run.
+type failOnceConn struct {
+	driver.Conn
+	c *failOnce
+}
+
+func (c *failOnceConn) QueryContext(ctx context.Context, q string, args []driver.NamedValue) (driver.Rows, error) {
+	if q == c.c.query && c.c.failed.CompareAndSwap(0, 1) {
+		return nil, mysql.ErrInvalidConn
+	}
+	return c.Conn.(driver.QueryerContext).QueryContext(ctx, q, args)
+}
+
+func (c *failOnceConn) ExecContext(ctx context.Context, q string, args []driver.NamedValue) (driver.Result, error) {
+	return c.Conn.(driver.ExecerContext).ExecContext(ctx, q, args)
+}
+
+func (c *failOnceConn) PrepareContext(ctx context.Context, q string) (driver.Stmt, error) {
+	return c.Conn.(driver.ConnPrepareContext).PrepareContext(ctx, q)
+}
+
+func (c *failOnceConn) BeginTx(ctx context.Context, opts driver.TxOptions) (driver.Tx, error) {
+	return c.Conn.(driver.ConnBeginTx).BeginTx(ctx, opts)
+}
+
+func (c *failOnceConn) Ping(ctx context.Context) error { return c.Conn.(driver.Pinger).Ping(ctx) }
+
+func (c *failOnceConn) ResetSession(ctx context.Context) error {
+	return c.Conn.(driver.SessionResetter).ResetSession(ctx)
+}
+
+func (c *failOnceConn) IsValid() bool { return c.Conn.(driver.Validator).IsValid() }
+
+func (c *failOnceConn) CheckNamedValue(v *driver.NamedValue) error {
+	return c.Conn.(driver.NamedValueChecker).CheckNamedValue(v)
+}
+
+// holdPastMaxTxnTTL holds a lock of l, on srv (performance.max-txn-ttl
+// 5 s), in a Do whose fn waits for its ctx to end, while another session
+// tries all along to get it, and fails t unless the loss is reported to fn
+// before that session is granted the lock, and not long before the 5 s.
+func holdPastMaxTxnTTL(t *testing.T, l *namedlock.Locker, srv *tidbtest.Server) {
+	t.Helper()
 	other := testdb.OpenDB(t, srv.DSN())
 	key := uniqueKey(t, "k")
 	name := keyfmt.Portable(key)
@@ -163,13 +280,13 @@ func TestTiDBMaxTxnTTL(t *testing.T) {
 	lost := make(chan time.Duration, 1)
 	doErr := make(chan error, 1)
 	go func() {
-		doErr <- in.locker.Do(ctx, key, func(fctx context.Context) error {
+		doErr <- l.Do(ctx, key, func(fctx context.Context) error {
 			<-fctx.Done()
 			lost <- time.Since(start)
 			return nil
 		})
 	}()
-	eventually(t, 10*time.Second, "Do never ran fn", func() bool { return in.locker.Stats().Held == 1 })
+	eventually(t, 10*time.Second, "Do never ran fn", func() bool { return l.Stats().Held == 1 })
 
 	// Another session tries all along, in 1 s waits, until it gets the lock.
 	c, err := other.Conn(ctx)

@@ -67,8 +67,12 @@ func Open(dsn string, opts ...Option) (*sql.DB, error) {
 // under a network name of its own is still used (the socket is then
 // unknown), but one registered for "tcp" or "unix" themselves is not.
 //
-// It then pings the server, verifies that GET_LOCK and RELEASE_LOCK work and
-// that named locks are not node-local there: neither a Galera node with
+// It then pings the server, verifies that GET_LOCK, IS_USED_LOCK and
+// RELEASE_LOCK work (a lock taken is seen held by its session and free once
+// released: TiDB v6.1 to v7.1, which have no IS_USED_LOCK, and a TiDB
+// without mysql.advisory_locks, whose GET_LOCK is a no-op at most, are
+// refused with an error naming the version and the reason) and that named
+// locks are not node-local there: neither a Galera node with
 // wsrep_on=ON nor a member of a Group Replication group in multi-primary
 // mode with more than one ONLINE member. ctx bounds those checks together
 // with [WithConnectTimeout]. Nil options are ignored.
@@ -187,7 +191,9 @@ func describe(cfg *mysql.Config) string {
 
 // check pings the server, refuses Galera with wsrep_on=ON and Group
 // Replication in multi-primary mode, and proves that a named lock can be
-// taken and released.
+// taken, seen held by its session, released and seen free
+// (flavor.CheckNamedLocks, which also refuses a TiDB without
+// mysql.advisory_locks).
 func check(ctx context.Context, db *sql.DB) error {
 	if err := db.PingContext(ctx); err != nil {
 		return &connectError{err}
@@ -206,19 +212,11 @@ func check(ctx context.Context, db *sql.DB) error {
 		return &connectError{err}
 	}
 	defer conn.Close()
-	var got, released sql.NullInt64
-	if err := conn.QueryRowContext(ctx, "SELECT GET_LOCK(?, 0), RELEASE_LOCK(?)", probe, probe).Scan(&got, &released); err != nil {
-		return fmt.Errorf("%w: GET_LOCK probe failed: %w", ErrUnsupportedServer, err)
-	}
-	if got.Int64 != 1 || released.Int64 != 1 {
-		return fmt.Errorf("%w: GET_LOCK probe answered %v, RELEASE_LOCK %v (want 1 and 1)", ErrUnsupportedServer, nullString(got), nullString(released))
+	if err := flavor.CheckNamedLocks(ctx, conn, probe); err != nil {
+		if errors.Is(err, flavor.ErrNoNamedLocks) {
+			return fmt.Errorf("%w: %w", ErrUnsupportedServer, err)
+		}
+		return fmt.Errorf("%w: named-lock probe failed: %w", ErrUnsupportedServer, err)
 	}
 	return nil
-}
-
-func nullString(n sql.NullInt64) string {
-	if !n.Valid {
-		return "NULL"
-	}
-	return strconv.FormatInt(n.Int64, 10)
 }

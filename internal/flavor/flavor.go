@@ -437,6 +437,17 @@ const DefaultMaxTxnTTL = time.Hour
 // from the configuration of the TiDB instance that runs it.
 const MaxTxnTTLQuery = `SELECT JSON_EXTRACT(@@tidb_config, '$.performance."max-txn-ttl"')`
 
+// ErrMaxHoldRefused is the error (wrapped) that MaxHold returns, with
+// DefaultMaxTxnTTL, when the server answered but will not say its
+// performance.max-txn-ttl: @@tidb_config is refused to the user (error
+// 1227: TiDB's security enhanced mode hides it without the
+// RESTRICTED_VARIABLES_ADMIN privilege), unknown (1193), or has no positive
+// value. Asking again gets the same answer.
+var ErrMaxHoldRefused = errors.New("the server does not say")
+
+// Server answers that refuse MaxTxnTTLQuery for good.
+const errNumSpecificAccessDenied = 1227 // ER_SPECIFIC_ACCESS_DENIED_ERROR
+
 // MaxHold returns how long this server lets a named lock live once
 // GET_LOCK was sent for it, however its session fares: 0 (no limit) for
 // every kind but TiDB. On TiDB a lock is a pessimistic lock of a
@@ -445,8 +456,12 @@ const MaxTxnTTLQuery = `SELECT JSON_EXTRACT(@@tidb_config, '$.performance."max-t
 // that another session can be granted the lock while the holder's session,
 // its IS_USED_LOCK and its RELEASE_LOCK still answer as if it held it.
 // MaxHold reads the setting with MaxTxnTTLQuery on q (one instance's
-// configuration: every instance of a cluster should have the same). If it
-// cannot be read, MaxHold returns DefaultMaxTxnTTL and the error.
+// configuration: every instance of a cluster should have the same).
+//
+// When the server refuses to say (ErrMaxHoldRefused), MaxHold returns
+// DefaultMaxTxnTTL and that error. Any other failure (a broken connection,
+// a timeout, ctx) returns 0 and the error: the caller does not know the
+// limit and must ask again.
 func (f Flavor) MaxHold(ctx context.Context, q interface {
 	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
 }) (time.Duration, error) {
@@ -455,13 +470,40 @@ func (f Flavor) MaxHold(ctx context.Context, q interface {
 	}
 	var ms sql.NullFloat64
 	if err := q.QueryRowContext(ctx, MaxTxnTTLQuery).Scan(&ms); err != nil {
-		return DefaultMaxTxnTTL, fmt.Errorf("read performance.max-txn-ttl: %w", err)
+		var me *mysql.MySQLError
+		if errors.As(err, &me) && (me.Number == errNumSpecificAccessDenied || me.Number == errNumUnknownVariable) {
+			return DefaultMaxTxnTTL, fmt.Errorf("read performance.max-txn-ttl: %w (%w)", ErrMaxHoldRefused, err)
+		}
+		return 0, fmt.Errorf("read performance.max-txn-ttl: %w", err)
 	}
 	if !ms.Valid || ms.Float64 <= 0 {
-		return DefaultMaxTxnTTL, errors.New("read performance.max-txn-ttl: @@tidb_config has no positive performance.max-txn-ttl")
+		return DefaultMaxTxnTTL, fmt.Errorf("read performance.max-txn-ttl: %w: @@tidb_config has no positive performance.max-txn-ttl", ErrMaxHoldRefused)
 	}
 	return time.Duration(ms.Float64 * float64(time.Millisecond)), nil
 }
+
+// errNumWriteConflict is TiDB's ErrWriteConflict: a transaction found, when
+// it locked or committed a key, that another transaction had written it
+// after its snapshot.
+const errNumWriteConflict = 9007
+
+// IsWriteConflict reports whether err is, or wraps, TiDB's error 9007
+// "Write conflict": the statement (a write in a pessimistic transaction
+// at TiDB's SERIALIZABLE, which does not retry it) or the COMMIT (an
+// optimistic transaction) found a key written by another transaction after
+// its snapshot. The transaction is rolled back; nothing of it committed.
+func IsWriteConflict(err error) bool {
+	var me *mysql.MySQLError
+	return errors.As(err, &me) && me.Number == errNumWriteConflict
+}
+
+// TxnModeExpr is the expression, for a SELECT on TiDB, that answers 1 when
+// the session begins its transactions in pessimistic mode (tidb_txn_mode
+// 'pessimistic', the default) and 0 when in optimistic mode ('optimistic',
+// or the empty value, which TiDB takes as optimistic). An optimistic transaction takes
+// no row lock before its COMMIT: its writes wait for nobody, and a conflict
+// fails the COMMIT (IsWriteConflict).
+const TxnModeExpr = "UPPER(@@tidb_txn_mode) = 'PESSIMISTIC'"
 
 // IsLockWait reports whether a row of SHOW FULL PROCESSLIST, by its State
 // and Info, is a session waiting in GET_LOCK: MariaDB and MySQL show the
@@ -476,4 +518,101 @@ func IsLockWait(state, info string) bool {
 		return true
 	}
 	return strings.Contains(strings.ToUpper(info), "GET_LOCK(")
+}
+
+// NamedLockProbe is the statement CheckNamedLocks runs, with one fresh
+// lock name as each of its four arguments: take the lock without waiting,
+// ask whether this session holds it (the ownership check the keep-alive
+// runs), release it, and ask whether anyone holds it. A server whose named
+// locks work answers 1, 1, 1, NULL.
+const NamedLockProbe = "SELECT GET_LOCK(?, 0), IS_USED_LOCK(?) = CONNECTION_ID(), RELEASE_LOCK(?), IS_USED_LOCK(?)"
+
+// AdvisoryLocksProbe asks TiDB whether it has mysql.advisory_locks, the
+// table whose rows its GET_LOCK locks: a TiDB without it has no real
+// GET_LOCK (with tidb_enable_noop_functions on, GET_LOCK there answers 1
+// and locks nothing).
+const AdvisoryLocksProbe = "SELECT COUNT(*) FROM mysql.advisory_locks WHERE 1 = 0"
+
+// ErrNoNamedLocks matches the error that CheckNamedLocks returns for a
+// server whose named locks do not work as the library needs them; that
+// error's text names the server's kind, its version and the reason.
+var ErrNoNamedLocks = errors.New("named locks do not work on this server")
+
+// noNamedLocksError is a refusal of CheckNamedLocks: it matches
+// ErrNoNamedLocks.
+type noNamedLocksError struct {
+	text string
+	err  error // the server's answer, if an error; nil otherwise
+}
+
+func (e *noNamedLocksError) Error() string {
+	if e.err != nil {
+		return e.text + " (" + e.err.Error() + ")"
+	}
+	return e.text
+}
+func (e *noNamedLocksError) Unwrap() error        { return e.err }
+func (e *noNamedLocksError) Is(target error) bool { return target == ErrNoNamedLocks }
+
+// CheckNamedLocks proves on conn that named locks work as the library uses
+// them, with name, a lock name no one else uses: NamedLockProbe must answer
+// 1, 1, 1, NULL, and on TiDB mysql.advisory_locks must exist
+// (AdvisoryLocksProbe; a refusal for want of privileges on it is no
+// answer, and passes). It returns nil, an error wrapping ErrNoNamedLocks
+// that names the server's VERSION() and the reason (TiDB v6.1 to v7.1 have
+// no IS_USED_LOCK; a TiDB without mysql.advisory_locks has a no-op
+// GET_LOCK at most), or the error of a query that failed otherwise (not
+// a server's answer: a broken connection, ctx).
+func CheckNamedLocks(ctx context.Context, conn *sql.Conn, name string) error {
+	f, version, err := Detect(ctx, conn)
+	if err != nil {
+		return err
+	}
+	refusedBy := func(err error, format string, args ...any) error {
+		return &noNamedLocksError{text: fmt.Sprintf("%s %q: ", f, version) + fmt.Sprintf(format, args...), err: err}
+	}
+	refused := func(format string, args ...any) error { return refusedBy(nil, format, args...) }
+	var got, owns, released, after sql.NullInt64
+	err = conn.QueryRowContext(ctx, NamedLockProbe, name, name, name, name).Scan(&got, &owns, &released, &after)
+	var me *mysql.MySQLError
+	switch {
+	case errors.As(err, &me):
+		// A lock the failed statement may have taken goes with the
+		// session: pool.Open closes the pool when its check fails.
+		why := "the keep-alive's ownership check IS_USED_LOCK(name) = CONNECTION_ID() is refused"
+		if f == TiDB {
+			why += " (TiDB v6.1 to v7.1 do not support IS_USED_LOCK)"
+		}
+		return refusedBy(err, "GET_LOCK, IS_USED_LOCK or RELEASE_LOCK failed: %s", why)
+	case err != nil:
+		return err
+	case got.Int64 != 1 || !got.Valid:
+		return refused("GET_LOCK(name, 0) of a free name answered %s, want 1", nullInt(got))
+	case owns.Int64 != 1 || !owns.Valid:
+		return refused("IS_USED_LOCK(name) = CONNECTION_ID() answered %s for the lock the session had just taken, want 1: the keep-alive could not see that it holds a lock", nullInt(owns))
+	case released.Int64 != 1 || !released.Valid:
+		return refused("RELEASE_LOCK(name) answered %s for the lock the session held, want 1", nullInt(released))
+	case after.Valid:
+		return refused("IS_USED_LOCK(name) answered %d after the release, want NULL: the server does not say whether a lock is held (a no-op lock?)", after.Int64)
+	}
+	if f != TiDB {
+		return nil
+	}
+	var n int64
+	err = conn.QueryRowContext(ctx, AdvisoryLocksProbe).Scan(&n)
+	switch {
+	case errors.As(err, &me) && me.Number == errNumNoSuchTable:
+		return refusedBy(err, "it has no mysql.advisory_locks, the table TiDB's cluster-wide GET_LOCK locks rows of: its GET_LOCK is a no-op at most (with tidb_enable_noop_functions on it answers 1 and locks nothing)")
+	case errors.As(err, &me) && (me.Number == errNumTableAccessDenied || me.Number == errNumColumnAccessDenied):
+		return nil // the user may not read it: no answer, and the probe above passed
+	}
+	return err
+}
+
+// nullInt formats n as the server answered it: NULL or the number.
+func nullInt(n sql.NullInt64) string {
+	if !n.Valid {
+		return "NULL"
+	}
+	return fmt.Sprint(n.Int64)
 }

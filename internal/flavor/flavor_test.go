@@ -571,3 +571,80 @@ func TestMaxHoldOnServer(t *testing.T) {
 		t.Errorf("MaxHold = %v on %v", d, s.Flavor)
 	}
 }
+
+// TestMaxHoldAnswers: what MaxHold makes of TiDB's answers to
+// MaxTxnTTLQuery, from a fake driver (no TiDB in security enhanced mode
+// runs here): the setting in milliseconds; a refusal to say (error 1227,
+// RESTRICTED_VARIABLES_ADMIN; 1193; NULL), which is TiDB's default of 1 h
+// and ErrMaxHoldRefused; any other failure, which is no limit known (0)
+// and an error that is not ErrMaxHoldRefused, so that the caller asks
+// again. Other kinds have no limit and are not asked.
+func TestMaxHoldAnswers(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		answer  driver.Value
+		err     error
+		want    time.Duration
+		refused bool
+		failed  bool
+	}{
+		{"5000 ms", float64(5000), nil, 5 * time.Second, false, false},
+		{"SEM", nil, &mysql.MySQLError{Number: 1227, Message: "Access denied; you need (at least one of) the RESTRICTED_VARIABLES_ADMIN privilege(s) for this operation"}, flavor.DefaultMaxTxnTTL, true, true},
+		{"unknown variable", nil, &mysql.MySQLError{Number: 1193, Message: "Unknown system variable 'tidb_config'"}, flavor.DefaultMaxTxnTTL, true, true},
+		{"NULL", nil, nil, flavor.DefaultMaxTxnTTL, true, true},
+		{"broken connection", nil, mysql.ErrInvalidConn, 0, false, true},
+		{"timeout", nil, context.DeadlineExceeded, 0, false, true},
+	} {
+		db := sql.OpenDB(oneAnswer{q: flavor.MaxTxnTTLQuery, v: tc.answer, err: tc.err})
+		got, err := flavor.TiDB.MaxHold(context.Background(), db)
+		_ = db.Close()
+		t.Logf("%s: MaxHold = %v, %v", tc.name, got, err)
+		if got != tc.want || (err != nil) != tc.failed || errors.Is(err, flavor.ErrMaxHoldRefused) != tc.refused {
+			t.Errorf("%s: MaxHold = %v, %v; want %v, failed %v, ErrMaxHoldRefused %v", tc.name, got, err, tc.want, tc.failed, tc.refused)
+		}
+	}
+	db := sql.OpenDB(oneAnswer{q: "none", err: errFake})
+	defer db.Close()
+	if got, err := flavor.MariaDB.MaxHold(context.Background(), db); got != 0 || err != nil {
+		t.Errorf("MariaDB: MaxHold = %v, %v; want 0, nil without a query", got, err)
+	}
+	if !flavor.IsWriteConflict(&mysql.MySQLError{Number: 9007, Message: "Write conflict, txnStartTS=1 [try again later]"}) ||
+		flavor.IsWriteConflict(&mysql.MySQLError{Number: 1213, Message: "Deadlock found"}) || flavor.IsWriteConflict(errFake) {
+		t.Error("IsWriteConflict: want 9007 only")
+	}
+}
+
+// oneAnswer is a fake connector whose connections answer query q with one
+// row of one column, v (NULL when nil), or fail it with err; any other
+// query fails with errFake.
+type oneAnswer struct {
+	q   string
+	v   driver.Value
+	err error
+}
+
+func (c oneAnswer) Connect(context.Context) (driver.Conn, error) { return oneAnswerConn{c}, nil }
+func (c oneAnswer) Driver() driver.Driver                        { return nil }
+
+type oneAnswerConn struct{ a oneAnswer }
+
+func (c oneAnswerConn) Prepare(q string) (driver.Stmt, error) {
+	if q != c.a.q {
+		return nil, errFake
+	}
+	return oneAnswerStmt(c), nil
+}
+func (oneAnswerConn) Close() error              { return nil }
+func (oneAnswerConn) Begin() (driver.Tx, error) { return nil, errors.New("no transactions") }
+
+type oneAnswerStmt struct{ a oneAnswer }
+
+func (oneAnswerStmt) Close() error                               { return nil }
+func (oneAnswerStmt) NumInput() int                              { return -1 }
+func (oneAnswerStmt) Exec([]driver.Value) (driver.Result, error) { return nil, errors.New("no exec") }
+func (s oneAnswerStmt) Query([]driver.Value) (driver.Rows, error) {
+	if s.a.err != nil {
+		return nil, s.a.err
+	}
+	return &fakeRows{cols: []string{"ms"}, rows: [][]driver.Value{{s.a.v}}}, nil
+}
