@@ -43,6 +43,10 @@ answers() {
 
 build() {
   mkdir -p "$CACHE"
+  if [ -x "$BIN" ]; then
+    echo "$BIN"
+    return
+  fi
   exec 9>"$CACHE/build.lock"
   if ! flock -n 9; then
     log "another build holds $CACHE/build.lock; waiting for it"
@@ -89,7 +93,7 @@ start() {
   cd "$CACHE"
   setsid "$BIN" -store unistore -path "" -host 127.0.0.1 -P "$port" \
     -status "$status" -status-host 127.0.0.1 --log-file "$logfile" \
-    </dev/null >>"$CACHE/tidb-$port.stderr" 2>&1 &
+    </dev/null >>"$CACHE/tidb-$port.stderr" 2>&1 9>&- &
   echo $! >"$pidfile"
   for _ in $(seq 1 120); do
     if answers "$port"; then
