@@ -212,7 +212,7 @@ func fencedDoTx[T txn](l *Locker, ctx context.Context, call, key string, begin f
 		k.token.Store(tok)
 		// The fence row is this transaction's until it ends: a fenced DoTx
 		// waiting here may start now and wait at its own mint.
-		finish = k.handOffEarly(early{kind: earlyFencedTx})
+		finish, _ = k.handOffEarly(early{kind: earlyFencedTx}) // the mint orders every later holder
 		err = fn(fctx, tx)
 	} else if cause := context.Cause(fctx); fctx.Err() != nil && cause != nil {
 		// The loss (or ctx, or Close) made the mint fail: say so once.
@@ -232,7 +232,7 @@ func fencedDoTx[T txn](l *Locker, ctx context.Context, call, key string, begin f
 		return err
 	}
 	if finish == nil {
-		finish = k.handOffEarly(early{kind: earlyFencedTx}) // one may have come while fn ran
+		finish, _ = k.handOffEarly(early{kind: earlyFencedTx}) // one may have come while fn ran
 	}
 	if finish == nil {
 		// Anyone else (a Do, another instance) must see the COMMIT done
@@ -241,7 +241,7 @@ func fencedDoTx[T txn](l *Locker, ctx context.Context, call, key string, begin f
 		err = tx.Commit()
 		_ = l.releaseAll(locks)
 	} else {
-		err, _ = commitBeside(tx, finish) // a loss found by the proof: Stats and the observer
+		err, _ = commitBeside(tx, finish, nil) // a loss found by the proof: Stats and the observer
 	}
 	if err != nil {
 		err = fail(key, "", call+": commit: "+err.Error(), err)

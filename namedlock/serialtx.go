@@ -92,8 +92,8 @@ func serialTx[T txn](l *Locker, ctx context.Context, call, key string, db *sql.D
 		return ferr
 	}
 	var rerr error
-	if finish := k.handOffEarly(e); finish != nil {
-		err, rerr = commitBeside(tx, finish)
+	if finish, ended := k.handOffEarly(e); finish != nil {
+		err, rerr = commitBeside(tx, finish, ended)
 	} else {
 		err = tx.Commit()
 		rerr = l.releaseAll(locks)
