@@ -106,7 +106,7 @@ type chainSetup struct {
 	plain        *sql.DB // another pool, for the holders after them
 	adm          *sql.DB
 	table, key   string
-	gate         chan struct{}
+	openGate     func() // lets the held-back COMMIT go; also at the end of the test
 	armed        *atomic.Bool
 	serializable *sql.TxOptions
 }
@@ -116,6 +116,8 @@ func newChainSetup(t *testing.T) *chainSetup {
 	srv := requireSerialLocks(t)
 	armed := new(atomic.Bool)
 	app, g := gatedDBArmed(t, srv.DSN, armed)
+	openGate := sync.OnceFunc(func() { close(g.gate) })
+	t.Cleanup(openGate) // before the pool closes, which waits for the COMMIT
 	plain := testdb.OpenDB(t, srv.DSN)
 	table := counterTable(t, sqlx.NewDb(plain, "mysql"), 1)
 	return &chainSetup{
@@ -128,7 +130,7 @@ func newChainSetup(t *testing.T) *chainSetup {
 		adm:          testdb.OpenDB(t, srv.DSN),
 		table:        table,
 		key:          keyfmt.Key(table, 1),
-		gate:         g.gate,
+		openGate:     openGate,
 		armed:        armed,
 		serializable: &sql.TxOptions{Isolation: sql.LevelSerializable},
 	}
@@ -201,7 +203,7 @@ func (c *chainSetup) round(t *testing.T, ctx context.Context, d chainHolder, hel
 			gotEarly = true
 		case <-time.After(300 * time.Millisecond):
 		}
-		close(c.gate)
+		c.openGate()
 	}
 	wg.Wait()
 	<-dDone
@@ -423,5 +425,106 @@ func TestSerializableChaosMixed(t *testing.T) {
 	}
 	if st.Handoffs == 0 {
 		t.Error("no handoff at all")
+	}
+}
+
+// TestFencingChainHeldBackCommit: the same chain with fencing, where the
+// early handoff comes once A's mint holds the fence row. A, a fenced DoTx,
+// increments the counter and its COMMIT is held back; B, the fenced DoTx
+// it handed the lock to, waits at its mint for A's fence row until its ctx
+// ends, rolls back and lets go; D takes the lock — a Do or an Acquire of
+// the same Locker queued behind B, a Do arriving as B lets go, a Do of
+// another fenced instance waiting at the server — and must not run before
+// A's COMMIT: each mints first, and its mint waits for A's fence row.
+func TestFencingChainHeldBackCommit(t *testing.T) {
+	leakCheck(t)
+	srv := testdb.RequireReal(t)
+	for _, d := range []chainHolder{chainHolders[0], chainHolders[2], chainHolders[3], chainHolders[4]} {
+		t.Run(d.name, func(t *testing.T) {
+			armed := new(atomic.Bool)
+			app, g := gatedDBArmed(t, srv.DSN, armed)
+			openGate := sync.OnceFunc(func() { close(g.gate) })
+			t.Cleanup(openGate) // before the pool closes, which waits for the COMMIT
+			plain := testdb.OpenDB(t, srv.DSN)
+			table := counterTable(t, sqlx.NewDb(plain, "mysql"), 1)
+			key := keyfmt.Key(table, 1)
+			fence := fenceTable(t, plain)
+			l := newInstance(t, srv.DSN, namedlock.WithFencing(app, fence), namedlock.WithHandoff(namedlock.DefaultMaxHandoffs, time.Minute)).locker
+			other := newInstance(t, srv.DSN, namedlock.WithFencing(app, fence)).locker
+			adm := testdb.OpenDB(t, srv.DSN)
+			ctx := testCtx(t, time.Minute)
+
+			armed.Store(true)
+			aIn, aGo := make(chan struct{}), make(chan struct{})
+			var wg sync.WaitGroup
+			var aErr, bErr, dErr error
+			wg.Go(func() {
+				aErr = l.DoSQLTx(ctx, key, app, nil, func(ctx context.Context, tx *sql.Tx) error {
+					close(aIn)
+					<-aGo
+					_, err := tx.ExecContext(ctx, "UPDATE "+table+" SET v = v + 1 WHERE id = 1")
+					return err
+				})
+			})
+			<-aIn // A has minted
+			bctx, bcancel := context.WithCancel(ctx)
+			defer bcancel()
+			bIn := make(chan struct{})
+			wg.Go(func() {
+				defer close(bIn)
+				bErr = l.DoSQLTx(bctx, key, app, nil, func(context.Context, *sql.Tx) error {
+					t.Error("B's fn ran: its mint did not wait for A's fence row")
+					return nil
+				})
+			})
+			poll(t, "B not queued behind A", func() bool { return l.Stats().Queued == 1 })
+			var read int64
+			dGot, dDone := make(chan struct{}), make(chan struct{})
+			go func() {
+				defer close(dDone)
+				if d.newcomer {
+					<-bIn
+				}
+				read, dErr = d.run(ctx, l, other, plain, table, key, func() { close(dGot) })
+			}()
+			switch {
+			case d.newcomer:
+			case d.atServer:
+				poll(t, "D not waiting at the server", func() bool { return waitingAtServer(t, adm, keyfmt.Portable(key)) })
+			default:
+				poll(t, "D not queued behind B", func() bool { return l.Stats().Queued == 2 })
+			}
+			close(aGo) // A hands on to B (if not done at its mint), writes, and its COMMIT is held back
+			poll(t, "A's COMMIT not held back", func() bool { return !armed.Load() })
+			time.Sleep(100 * time.Millisecond) // B waits at its mint
+			bcancel()
+			<-bIn
+			gotEarly := false
+			select {
+			case <-dGot:
+				gotEarly = true
+			case <-time.After(300 * time.Millisecond):
+			}
+			openGate()
+			wg.Wait()
+			<-dDone
+			if aErr != nil || dErr != nil {
+				t.Fatalf("A: %v; D: %v", aErr, dErr)
+			}
+			if !errors.Is(bErr, context.Canceled) {
+				t.Errorf("B = %v, want its mint ended by its ctx", bErr)
+			}
+			var v int64
+			if err := plain.QueryRowContext(ctx, "SELECT v FROM "+table+" WHERE id = 1").Scan(&v); err != nil {
+				t.Fatal(err)
+			}
+			t.Logf("%s: D read %d, got the lock while A's COMMIT was held back: %v; counter %d", srv.Name, read, gotEarly, v)
+			if gotEarly {
+				t.Error("D got the lock while A's COMMIT was held back")
+			}
+			if read != 1 || v != 2 {
+				t.Errorf("D read %d, counter %d; want 1 and 2", read, v)
+			}
+		})
 	}
 }
