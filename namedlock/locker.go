@@ -418,15 +418,16 @@ func (l *Locker) observe(e Event) {
 // Close returns ErrClosed.
 //
 // When Close returns, no server lock of this Locker is held, and none is
-// being acquired or released: Close ends every wait at the server (its
-// session is killed, as for a cancelled wait) and waits for the statements
-// in flight — a GET_LOCK that never waits (one round trip, bounded by its
-// caller's ctx), a lock granted meanwhile, which it releases, and a
-// RELEASE_LOCK begun before Close (bounded by [WithReleaseTimeout], or by
-// the ctx given to [Lock.Release]). Before it releases a lock that a DoTx
-// at SERIALIZABLE handed on before its COMMIT, it waits for that COMMIT to
-// return (bounded only by the connection it runs on): the lock never goes
-// to anyone before the COMMITs it was handed ahead of.
+// being acquired or released: Close ends every GET_LOCK in flight (a wait's
+// session is killed, as for a cancelled wait; Close runs the KILLs queued,
+// within 2 s in all), waits for the acquisitions to end — releasing a lock
+// granted meanwhile — and for a RELEASE_LOCK begun before Close (bounded by
+// [WithReleaseTimeout], or by the ctx given to [Lock.Release]). On TiDB,
+// where a KILL cannot end a wait, a wait given up on stays at the server
+// until its 1 s slice ends (see TiDB). Before Close releases a lock that a
+// DoTx at SERIALIZABLE handed on before its COMMIT, it waits for that
+// COMMIT to return (bounded only by the connection it runs on): the lock
+// never goes to anyone else before the COMMITs it was handed ahead of.
 func (l *Locker) Close() error {
 	l.mu.Lock()
 	if l.closed {
