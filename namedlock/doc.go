@@ -50,7 +50,9 @@
 // DoTx at SERIALIZABLE on MySQL or MariaDB, begun while it was first in
 // line, once fn has returned (see [Locker.DoTx]). On one hot key this is what lets the
 // next transaction start while the last one's COMMIT is on its way, as
-// transactions queued on a row lock do.
+// transactions queued on a row lock do. A lock handed on that way at
+// SERIALIZABLE goes to no other kind of holder (nor back to the server)
+// before every COMMIT it was handed ahead of has returned.
 //
 // A wait that ends because ctx ended returns an error matching both
 // [ErrNotAcquired] and ctx.Err(). The driver only closes its socket on

@@ -36,8 +36,10 @@ import (
 // the same key as soon as its own mint is done: the next one starts at once
 // and waits at its mint, inside the server, until this transaction ends,
 // then reads what it wrote — the way transactions queue on a row lock, but
-// one at a time per process instead of every caller. Any other next holder
-// (a Do, another instance) gets the lock only after the COMMIT. DoTx then returns nil exactly
+// one at a time per process instead of every caller. Every other holder of
+// the key — a Do, an Acquire, another fenced instance — mints its token
+// first, so it too waits at the fence row until that COMMIT (a non-fenced
+// instance on the same key is not ordered this way). DoTx then returns nil exactly
 // when the transaction committed and an error exactly when it rolled back;
 // a loss of the named lock after the mint does not fail work the fence kept
 // safe, and is reported through [Locker.Stats] and the observer instead.
@@ -51,8 +53,15 @@ import (
 // returns, before its own COMMIT; that one, which began its transaction
 // while it was first in line, reads a row this one wrote only once this
 // COMMIT is done, waiting inside the server as a SELECT … FOR UPDATE waits
-// for a row lock. Of the callers waiting for a key, only the first in line
-// holds a connection of db. fn must read through tx: a read through db
+// for a row lock. Anyone else — a Do, an Acquire, a DoTx at another level
+// or on another db, a caller that takes the lock over between two holders,
+// another instance at the server — gets the lock only once every COMMIT of
+// the DoTx that handed it on this way before it has returned: a DoTx that
+// got the lock early hands it to anyone but the next such DoTx, and
+// returns (also when its ctx ended, or its begin or fn failed), only once
+// the COMMITs before it have returned. Each of those is bounded only by its
+// own connection (the driver's readTimeout, if set on db). Of the callers
+// waiting for a key, only the first in line holds a connection of db. fn must read through tx: a read through db
 // itself may not see the previous holder's commit yet. The
 // server orders these transactions even when the named lock is lost (two
 // that conflict then may end in a deadlock error instead); the errors are
@@ -233,7 +242,7 @@ func fencedDoTx[T txn](l *Locker, ctx context.Context, call, key string, isolati
 		k.token.Store(tok)
 		// The fence row is this transaction's until it ends: a fenced DoTx
 		// waiting here may start now and wait at its own mint.
-		finish = k.handOffEarly(early{kind: earlyFencedTx})
+		finish, _ = k.handOffEarly(early{kind: earlyFencedTx}) // the mint orders every later holder
 		err = fn(fctx, tx)
 	} else if cause := context.Cause(fctx); fctx.Err() != nil && cause != nil {
 		// The loss (or ctx, or Close) made the mint fail: say so once.
@@ -253,7 +262,7 @@ func fencedDoTx[T txn](l *Locker, ctx context.Context, call, key string, isolati
 		return err
 	}
 	if finish == nil {
-		finish = k.handOffEarly(early{kind: earlyFencedTx}) // one may have come while fn ran
+		finish, _ = k.handOffEarly(early{kind: earlyFencedTx}) // one may have come while fn ran
 	}
 	if finish == nil {
 		// Anyone else (a Do, another instance) must see the COMMIT done
@@ -262,7 +271,7 @@ func fencedDoTx[T txn](l *Locker, ctx context.Context, call, key string, isolati
 		err = tx.Commit()
 		_ = l.releaseAll(locks)
 	} else {
-		err, _ = commitBeside(tx, finish) // a loss found by the proof: Stats and the observer
+		err, _ = commitBeside(tx, finish, nil) // a loss found by the proof: Stats and the observer
 	}
 	if err != nil && flavor.IsWriteConflict(err) {
 		err = fail(key, "", call+": commit: "+err.Error(), ErrWriteConflict, err)

@@ -25,6 +25,7 @@ type fakeServer struct {
 	takes   int                      // server acquisitions
 	checks  int                      // ownership checks
 	stmts   int                      // statements of every kind
+	pending int                      // takes and releases in flight
 }
 
 func newFakeServer(rtt time.Duration) *fakeServer {
@@ -44,6 +45,14 @@ func (ln *fakeLink) expires() time.Time { return ln.expiry }
 func (f *fakeServer) close() {}
 
 func (f *fakeServer) take(callerCtx, ctx context.Context, key, name string, try bool) (link, error) {
+	f.mu.Lock()
+	f.pending++
+	f.mu.Unlock()
+	defer func() {
+		f.mu.Lock()
+		f.pending--
+		f.mu.Unlock()
+	}()
 	for {
 		time.Sleep(f.rtt)
 		f.mu.Lock()
@@ -96,6 +105,14 @@ func (f *fakeServer) kill(name string) {
 	}
 }
 
+// busy reports whether name is held at the fake server, or a take or a
+// release is in flight there.
+func (f *fakeServer) busy(name string) (held bool, pending int) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.holders[name] != nil, f.pending
+}
+
 func (f *fakeServer) count() (takes, checks, stmts int) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -117,9 +134,13 @@ func (ln *fakeLink) owns(ctx context.Context, deadline time.Time) (bool, error) 
 }
 
 func (ln *fakeLink) release(ctx context.Context, deadline time.Time) error {
+	ln.f.mu.Lock()
+	ln.f.pending++
+	ln.f.mu.Unlock()
 	time.Sleep(ln.f.rtt)
 	ln.f.mu.Lock()
 	defer ln.f.mu.Unlock()
+	ln.f.pending--
 	ln.f.stmts++
 	if ln.killed {
 		return lost(connClosed, errFakeGone)

@@ -43,18 +43,6 @@ func levelOpts(level sql.IsolationLevel) *sql.TxOptions {
 	return &sql.TxOptions{Isolation: level}
 }
 
-// readIncrement is fn of a fenced read-increment-write DoTx on counter's
-// row 1: a plain SELECT through tx, then an UPDATE that writes what it read
-// plus one. It returns the value read.
-func readIncrement(ctx context.Context, tx *sqlx.Tx, counter string) (int64, error) {
-	var v int64
-	if err := tx.QueryRowContext(ctx, "SELECT v FROM "+counter+" WHERE id = 1").Scan(&v); err != nil {
-		return 0, err
-	}
-	_, err := tx.ExecContext(ctx, "UPDATE "+counter+" SET v = ? WHERE id = 1", v+1)
-	return v, err
-}
-
 // TestFencedDoTxIsolation: one fenced Locker, one key, 8 goroutines × 10
 // fenced read-increment-write DoTx, at every isolation level a caller can
 // ask for: each one reads what the previous holder committed, although the

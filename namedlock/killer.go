@@ -71,10 +71,13 @@ func (k *killer) run(ctx context.Context, ctrl *sql.DB, own bool) {
 		}
 		for {
 			k.mu.Lock()
-			ids := k.ids
+			ids, closed := k.ids, k.closed
 			k.ids = nil
 			k.mu.Unlock()
 			if len(ids) == 0 {
+				if closed {
+					return // close waits for the kills queued before it
+				}
 				break
 			}
 			for _, id := range ids {
@@ -87,16 +90,28 @@ func (k *killer) run(ctx context.Context, ctrl *sql.DB, own bool) {
 	}
 }
 
-// close stops the killer's goroutine, if it runs, and waits for it. Kills
-// still queued are dropped: their connections were discarded, and the
-// server ends those sessions when it notices (within a second).
+// close runs the kills still queued, within killTimeout in all, then stops
+// the killer's goroutine, if it runs, and waits for it. Kills it could not
+// run in time are dropped: their connections were discarded, and the
+// server ends those sessions when it notices.
 func (k *killer) close() {
 	k.mu.Lock()
 	k.closed = true
-	stop, done := k.stop, k.done
+	stop, wake, done := k.stop, k.wake, k.done
 	k.mu.Unlock()
-	if stop != nil {
-		stop()
-		<-done
+	if stop == nil {
+		return
 	}
+	select {
+	case wake <- struct{}{}:
+	default:
+	}
+	t := time.NewTimer(killTimeout)
+	select {
+	case <-done:
+	case <-t.C:
+	}
+	t.Stop()
+	stop()
+	<-done
 }

@@ -147,6 +147,7 @@ func (k *Lock) releaseWithin(timeout time.Duration, observe bool) error {
 func (k *Lock) release(ctx context.Context, timeout time.Duration, observe bool) error {
 	l := k.l
 	l.mu.Lock()
+	k.awaitCommitsLocked()
 	if k.freed {
 		err := k.err
 		if k.state == stateReleased {
@@ -302,35 +303,69 @@ func (l *Locker) lostFound(s *session, loss error) {
 // handOffEarly passes k at once to the first local waiter if that waiter
 // may take it early as e says (and the handoff bounds allow it), and
 // returns the rest of the release, to be run later (it waits for the proof
-// and reports the release); nil when it did not hand k on.
+// and reports the release); nil when it did not hand k on. ended, not nil
+// at SERIALIZABLE, must be called exactly once, as soon as the holder's
+// COMMIT (or ROLLBACK) has returned.
 //
 // A fenced DoTx calls it, with earlyFencedTx, once its own mint has locked
 // the key's fence row: the next fenced DoTx then begins and waits at its
 // own mint, inside the server, until this transaction ends, and reads what
-// it wrote. A DoTx at SERIALIZABLE calls it, with earlySerialTx and its
-// database, once fn has returned: the next one, on the same database and
-// begun once first in line, reads only after this transaction ends what this
-// one wrote. Either way the lock can go before the COMMIT, as InnoDB lets a
-// row lock go. Any other waiter (a Do, an Acquire, another instance at the
-// server) gets the lock only after the COMMIT, through the ordinary
-// release.
-func (k *Lock) handOffEarly(e early) (finish func() error) {
+// it wrote. Every other holder of a fenced Locker's lock mints as well
+// (a token of a session's block is never handed out after a fenced DoTx
+// held it: its mint ends the block), and so does every holder of another
+// fenced instance: each waits at the fence row in the same way.
+//
+// A DoTx at SERIALIZABLE calls it, with earlySerialTx and its database,
+// once fn has returned: the next one, on the same database and begun once
+// first in line, reads only after this transaction ends what this one
+// wrote. Only such a DoTx is ordered by the server; so the COMMIT is
+// counted on the session (session.commits) until ended is called, and no
+// holder of the session lets it go other than by another early handoff
+// until every COMMIT counted there has returned (awaitCommitsLocked, and
+// Close): a Do, an Acquire, a DoTx of another kind, a caller taking over a
+// linger, another instance at the server get the lock only after every
+// COMMIT of the chain of early handoffs that came before them. Either way
+// the lock can go before the COMMIT, as InnoDB lets a row lock go.
+func (k *Lock) handOffEarly(e early) (finish func() error, ended func()) {
 	l, q, s := k.l, k.q, k.sess
 	l.mu.Lock()
 	if k.freed || k.state != stateHeld || len(q.waiters) == 0 || q.waiters[0].early != e || !q.mayHandOff(&l.cfg, l.closed) {
 		l.mu.Unlock()
-		return nil
+		return nil, nil
 	}
 	ev := k.holdEventLocked(Released, k.freeLocked(), nil)
 	k.endLocked(stateReleased, ErrNotHeld)
 	released := time.Now()
 	q.handOff(k.nextHolder)
 	s.proving++
+	if e.kind == earlySerialTx {
+		s.commitBegun()
+		ended = func() {
+			l.mu.Lock()
+			s.commitEnded()
+			l.mu.Unlock()
+		}
+	}
 	l.mu.Unlock()
 	return func() error {
 		_, err := k.afterPassOn(released, nil) // no linger: always done
 		ev.Err = err
 		l.observe(ev)
 		return err
+	}, ended
+}
+
+// awaitCommitsLocked waits, unless k has been let go of already, until no
+// COMMIT that k's session was handed ahead of (handOffEarly) is in flight:
+// only then may k's lock go anywhere but to an early waiter. It is not
+// bounded by any ctx of k's holder: each of those COMMITs is bounded only
+// by its own connection, and the lock must not go before it has returned.
+// l.mu held; released while it waits.
+func (k *Lock) awaitCommitsLocked() {
+	for s := k.sess; !k.freed && s.commits > 0; {
+		ch := s.commitsDone
+		k.l.mu.Unlock()
+		<-ch
+		k.l.mu.Lock()
 	}
 }

@@ -35,6 +35,10 @@ type Locker struct {
 	mu     sync.Mutex
 	queues map[string]*queue // by server lock name
 	closed bool
+	// drained, set by Close while queues is not yet empty, is closed when
+	// the last queue is removed: no statement of this Locker is then
+	// acquiring or releasing a server lock.
+	drained chan struct{}
 
 	closing context.Context         // cancelled (cause ErrClosed) as Close starts: ends server waits
 	closeIt context.CancelCauseFunc //
@@ -373,6 +377,10 @@ func (l *Locker) advanceLocked(q *queue) {
 	if !q.advance(l.closed) && l.queues[q.name] == q {
 		delete(l.queues, q.name)
 		l.budget.give(1) // its connection is back in the pool, or discarded
+		if len(l.queues) == 0 && l.drained != nil {
+			close(l.drained)
+			l.drained = nil
+		}
 	}
 }
 
@@ -444,6 +452,18 @@ func (l *Locker) observe(e Event) {
 // cause), fails waiting callers with [ErrClosed], stops the Locker's
 // goroutines and waits for them. It does not close the *sql.DB. A second
 // Close returns ErrClosed.
+//
+// When Close returns, no server lock of this Locker is held, and none is
+// being acquired or released: Close ends every GET_LOCK in flight (a wait's
+// session is killed, as for a cancelled wait; Close runs the KILLs queued,
+// within 2 s in all), waits for the acquisitions to end — releasing a lock
+// granted meanwhile — and for a RELEASE_LOCK begun before Close (bounded by
+// [WithReleaseTimeout], or by the ctx given to [Lock.Release]). On TiDB,
+// where a KILL cannot end a wait, a wait given up on stays at the server
+// until its 1 s slice ends (see TiDB). Before Close releases a lock that a
+// DoTx at SERIALIZABLE handed on before its COMMIT, it waits for that
+// COMMIT to return (bounded only by the connection it runs on): the lock
+// never goes to anyone else before the COMMITs it was handed ahead of.
 func (l *Locker) Close() error {
 	l.mu.Lock()
 	if l.closed {
@@ -474,8 +494,14 @@ func (l *Locker) Close() error {
 			delete(l.queues, name)
 			removed++
 		}
-		// A queue whose head is still at the server stays: the head sees
-		// closed, gives back what it got and removes the queue.
+		// A queue whose head is still at the server, or releasing to it,
+		// stays: the head sees closed, gives back what it got and removes
+		// the queue, which Close waits for (drained).
+	}
+	var drained chan struct{}
+	if len(l.queues) > 0 {
+		drained = make(chan struct{})
+		l.drained = drained
 	}
 	l.mu.Unlock()
 	for _, ev := range taken {
@@ -487,13 +513,30 @@ func (l *Locker) Close() error {
 	var wg sync.WaitGroup
 	for i, s := range sessions {
 		wg.Go(func() {
+			l.awaitCommits(s)
 			errs[i] = forKey(keys[i], s.release(context.Background(), l.cfg.releaseTimeout))
 		})
 	}
 	wg.Wait()
 	l.budget.give(removed)
+	if drained != nil {
+		<-drained
+	}
 	l.bgStop()
 	l.keeper.wait()
 	l.srv.close()
 	return joinErrors(errs...)
+}
+
+// awaitCommits waits until no COMMIT that s was handed ahead of is in
+// flight (see Lock.handOffEarly).
+func (l *Locker) awaitCommits(s *session) {
+	l.mu.Lock()
+	for s.commits > 0 {
+		ch := s.commitsDone
+		l.mu.Unlock()
+		<-ch
+		l.mu.Lock()
+	}
+	l.mu.Unlock()
 }

@@ -438,3 +438,59 @@ func TestOrderingExpiryReportedLost(t *testing.T) {
 		}
 	})
 }
+
+// TestOrderingCloseWaitsForServerStatements: Close returns only once no
+// server lock of the Locker is held or pending: a first GET_LOCK in flight
+// when Close starts (granted after Close began: released), and a
+// RELEASE_LOCK in flight (its own, bounded by the release timeout), have
+// both ended by then. Fails on a Close that returns while they run.
+func TestOrderingCloseWaitsForServerStatements(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		start func(t *testing.T, l *Locker, done chan struct{})
+	}{
+		{"GET_LOCK in flight", func(t *testing.T, l *Locker, done chan struct{}) {
+			go func() {
+				defer close(done)
+				k, err := l.Acquire(context.Background(), "k")
+				if err == nil {
+					t.Error("Acquire begun before Close returned a lock")
+					_ = k.Release(context.Background())
+				} else if !errors.Is(err, ErrClosed) {
+					t.Errorf("Acquire begun before Close = %v, want ErrClosed", err)
+				}
+			}()
+		}},
+		{"RELEASE_LOCK in flight", func(t *testing.T, l *Locker, done chan struct{}) {
+			k, err := l.Acquire(context.Background(), "k")
+			if err != nil {
+				t.Fatal(err)
+			}
+			go func() {
+				defer close(done)
+				if err := k.Release(context.Background()); err != nil {
+					t.Errorf("Release begun before Close = %v", err)
+				}
+			}()
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				l, f := fakeLocker(t)
+				done := make(chan struct{})
+				tc.start(t, l, done)
+				synctest.Wait() // the statement is on its way (a round trip of fake time)
+				if _, pending := f.busy("k"); pending != 1 {
+					t.Fatalf("%d statements in flight at the server, want 1", pending)
+				}
+				if err := l.Close(); err != nil {
+					t.Errorf("Close = %v", err)
+				}
+				if held, pending := f.busy("k"); held || pending != 0 {
+					t.Errorf("when Close returned: lock held %v, %d statements in flight at the server", held, pending)
+				}
+				<-done
+			})
+		})
+	}
+}

@@ -20,6 +20,10 @@ import (
 // acquire (beginning once first in line), fn, then — when the next local
 // waiter is such a DoTx on the same db — hand it the lock and COMMIT beside
 // the handoff's proof; otherwise COMMIT, then release as any DoTx does.
+// A lock this DoTx got by such a handoff is let go of, by every path but
+// the next early handoff (release after the COMMIT, a failed begin or fn, a
+// panic, a grant given back), only once the COMMITs it was handed ahead of
+// have returned (Lock.release waits for them).
 //
 // The caller first in line for the key begins its transaction while it
 // waits (behind the local holder, or at the server), not after: its first
@@ -92,8 +96,8 @@ func serialTx[T txn](l *Locker, ctx context.Context, call, key string, db *sql.D
 		return ferr
 	}
 	var rerr error
-	if finish := k.handOffEarly(e); finish != nil {
-		err, rerr = commitBeside(tx, finish)
+	if finish, ended := k.handOffEarly(e); finish != nil {
+		err, rerr = commitBeside(tx, finish, ended)
 	} else {
 		err = tx.Commit()
 		rerr = l.releaseAll(locks)

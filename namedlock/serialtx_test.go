@@ -72,6 +72,14 @@ func newSerialCounter(t *testing.T, timeout time.Duration) *serialCounter {
 // lets them go; commits counts the COMMITs sent.
 func gatedDB(t testing.TB, dsn string) (db *sql.DB, gate chan struct{}, commits *atomic.Int64) {
 	t.Helper()
+	db, g := gatedDBArmed(t, dsn, nil)
+	return db, g.gate, g.commits
+}
+
+// gatedDBArmed is gatedDB whose gate, when armed is not nil, holds back
+// only the first COMMIT sent while armed is true (which disarms it).
+func gatedDBArmed(t testing.TB, dsn string, armed *atomic.Bool) (*sql.DB, *gatedConnector) {
+	t.Helper()
 	cfg, err := mysql.ParseDSN(dsn)
 	if err != nil {
 		t.Fatal(err)
@@ -81,16 +89,18 @@ func gatedDB(t testing.TB, dsn string) (db *sql.DB, gate chan struct{}, commits 
 	if err != nil {
 		t.Fatal(err)
 	}
-	g := &gatedConnector{Connector: inner, gate: make(chan struct{}), commits: new(atomic.Int64)}
-	db = sql.OpenDB(g)
+	g := &gatedConnector{Connector: inner, gate: make(chan struct{}), commits: new(atomic.Int64), armed: armed}
+	db := sql.OpenDB(g)
 	t.Cleanup(func() { _ = db.Close() })
-	return db, g.gate, g.commits
+	return db, g
 }
 
 type gatedConnector struct {
 	driver.Connector
 	gate    chan struct{}
 	commits *atomic.Int64
+	armed   *atomic.Bool // nil: every COMMIT waits for gate
+	ended   atomic.Int64 // COMMITs that returned
 }
 
 func (g *gatedConnector) Connect(ctx context.Context) (driver.Conn, error) {
@@ -140,8 +150,11 @@ type gatedTx struct {
 }
 
 func (t *gatedTx) Commit() error {
-	<-t.g.gate
+	if t.g.armed == nil || t.g.armed.CompareAndSwap(true, false) {
+		<-t.g.gate
+	}
 	t.g.commits.Add(1)
+	defer t.g.ended.Add(1)
 	return t.Tx.Commit()
 }
 

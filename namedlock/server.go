@@ -21,10 +21,10 @@ import (
 // use a fake.
 type backend interface {
 	// take takes the lock name (the server name of key) on a connection of
-	// its own and returns that connection pinned. callerCtx is the caller's
-	// own ctx, for the first GET_LOCK, which never waits at the server; ctx
-	// is the caller's ctx also ended by Close, for everything that may wait.
-	// try: do not wait for a holder.
+	// its own and returns that connection pinned. ctx is the caller's ctx
+	// also ended by Close, for every statement; callerCtx is the caller's
+	// own, which says whether the caller's ctx is what ended one (and the
+	// probe of a try on TiDB). try: do not wait for a holder.
 	take(callerCtx, ctx context.Context, key, name string, try bool) (link, error)
 	// close stops what the backend runs and waits for it.
 	close()
@@ -114,12 +114,14 @@ func (s *server) take(callerCtx, ctx context.Context, key, name string, try bool
 		}
 	}
 	var row [3]sql.NullInt64
-	tctx, cancelTry := callerCtx, context.CancelFunc(func() {})
+	// The first GET_LOCK runs on ctx, so that Close, which waits for it,
+	// cuts it too; what cut it is told by callerCtx (below).
+	tctx, cancelTry := ctx, context.CancelFunc(func() {})
 	if try && f.TryWaits() {
 		// GET_LOCK(name, 0) waits 1 s there for a held lock: a try is cut
 		// after tryAnswer (the probe found the lock free, but someone took
 		// it since, or the probe is refused).
-		tctx, cancelTry = context.WithTimeout(callerCtx, tryAnswer)
+		tctx, cancelTry = context.WithTimeout(ctx, tryAnswer)
 	}
 	sent := time.Now()
 	known, err := tryLock(tctx, conn, p.arg, &row, f.NeedsInterpolation())
@@ -141,8 +143,9 @@ func (s *server) take(callerCtx, ctx context.Context, key, name string, try bool
 		if try && callerCtx.Err() == nil {
 			return nil, heldElsewhere(key, false)
 		}
-		// callerCtx ended (that is what cut it); ctx, derived from it, may
-		// not show it yet: the cancel reaches children just after.
+		// callerCtx ended, or Close did (takeAtServer then says
+		// ErrClosed); ctx, derived from callerCtx, may show the caller's
+		// cancel only just after it: callerCtx tells it.
 		return nil, errCancelledWait{notAcquired(callerCtx, key, nil)}
 	}
 	if err != nil {

@@ -43,8 +43,15 @@ type session struct {
 	handoffs   int       // local handoffs since then
 	proving    int       // holders that let go of it and wait in prove
 	lost       bool      // found lost: never handed on again
-	tokenNext  uint64    // with fencing: the next token of the block minted at
-	tokenLast  uint64    // the server acquisition, for the holders it is handed to
+	// commits counts the COMMITs in flight of holders that handed the
+	// session on early (Lock.handOffEarly at SERIALIZABLE): until they
+	// have ended, it goes from holder to holder only by early handoffs
+	// (Lock.awaitCommitsLocked). commitsDone is closed when commits drops
+	// back to 0.
+	commits     int
+	commitsDone chan struct{}
+	tokenNext   uint64 // with fencing: the next token of the block minted at
+	tokenLast   uint64 // the server acquisition, for the holders it is handed to
 
 	// Guarded by keeper.mu.
 	nextCheck time.Time // when the keep-alive checks it next
@@ -107,6 +114,24 @@ func (s *session) nextToken() uint64 {
 	t := s.tokenNext
 	s.tokenNext++
 	return t
+}
+
+// commitBegun counts a COMMIT in flight of a holder that handed s on early
+// (Lock.handOffEarly). Locker.mu held.
+func (s *session) commitBegun() {
+	if s.commits == 0 {
+		s.commitsDone = make(chan struct{})
+	}
+	s.commits++
+}
+
+// commitEnded counts one such COMMIT as ended. Locker.mu held.
+func (s *session) commitEnded() {
+	s.commits--
+	if s.commits == 0 {
+		close(s.commitsDone)
+		s.commitsDone = nil
+	}
 }
 
 // errReleased: the session was released before a check could run.
