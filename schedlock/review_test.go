@@ -217,3 +217,46 @@ func twinsShareAnIdentity(t *testing.T, plain *sql.DB, table, x, y string) {
 	}
 	_ = yLease.Unlock(bg)
 }
+
+// TestReviewUnlockRelocksAnExpiredRow: the stated promise is that only an
+// acquisition writes the row once its lock_until has passed. An Extend
+// may shorten the lease (lock_until = now + d, d below what is left of
+// LockAtLeastFor); once that has passed the job is free, and another
+// instance may take it, yet the lease's Unlock, landing on the expired row
+// nobody took, writes lock_until = locked_at + LockAtLeastFor, in the
+// future: the free job is locked again by a statement that is not an
+// acquisition, and the other instance's next Lock fails. (A skipped run,
+// not a double one; the database clock is frozen and moved by hand.)
+func TestReviewUnlockRelocksAnExpiredRow(t *testing.T) {
+	t.Parallel()
+	db := singleConn(t)
+	table := newTable(t, db)
+	a := New(db, WithTable(table), WithLockedBy("a"))
+	c := New(db, WithTable(table), WithLockedBy("c"))
+	name := uniqueName(t)
+	const t0 = 1_700_000_000.0
+	setDBTime(t, db, t0)
+	lease, err := a.Lock(bg, Config{Name: name, LockAtMostFor: 10 * time.Second, LockAtLeastFor: 5 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	setDBTime(t, db, t0+1)
+	if err := lease.Extend(bg, time.Millisecond); err != nil {
+		t.Fatal(err)
+	}
+	setDBTime(t, db, t0+2) // lock_until (t0 + 1.001) has passed: the job is free
+	var free bool
+	if err := db.QueryRow("SELECT lock_until <= UTC_TIMESTAMP(3) FROM `"+table+"` WHERE name = ?", name).Scan(&free); err != nil || !free {
+		t.Fatalf("row %+v: free %v, %v", readRow(t, db, table, name), free, err)
+	}
+	before := readRow(t, db, table, name)
+	uerr := lease.Unlock(bg)
+	if err := db.QueryRow("SELECT lock_until <= UTC_TIMESTAMP(3) FROM `"+table+"` WHERE name = ?", name).Scan(&free); err != nil || !free {
+		t.Errorf("Unlock (%v) locked the free row again: %+v, was %+v (%v)", uerr, readRow(t, db, table, name), before, err)
+	}
+	if cl, err := c.Lock(bg, Config{Name: name, LockAtMostFor: time.Second}); err != nil {
+		t.Errorf("another instance's Lock of the free job after the expired lease's Unlock: %v", err)
+	} else {
+		_ = cl.Unlock(bg)
+	}
+}
