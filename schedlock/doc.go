@@ -32,7 +32,8 @@
 // and the statements are those of ShedLock's MySQL provider with
 // usingDbTime() (MySqlServerTimeStatementsSource, which ShedLock uses for
 // MySQL and MariaDB alike), durations in microseconds, with two conditions
-// added: FITS, and LEASE in the extend and the unlock (see Leases below):
+// added: FITS, and LEASE in the extend and the unlock, whose WHERE also
+// has the extend's lock_until > UTC_TIMESTAMP(3) (see Leases below):
 //
 //	lock:   INSERT IGNORE INTO shedlock (name, lock_until, locked_at, locked_by)
 //	          SELECT ?, TIMESTAMPADD(MICROSECOND, ?, UTC_TIMESTAMP(3)), UTC_TIMESTAMP(3), ?
@@ -46,7 +47,7 @@
 //	          WHERE name = ? AND locked_by = ? AND LEASE AND lock_until > UTC_TIMESTAMP(3) AND FITS
 //	unlock: UPDATE shedlock SET lock_until = IF(TIMESTAMPADD(MICROSECOND, ?, locked_at) > UTC_TIMESTAMP(3),
 //	          TIMESTAMPADD(MICROSECOND, ?, locked_at), UTC_TIMESTAMP(3))
-//	          WHERE name = ? AND locked_by = ? AND LEASE
+//	          WHERE name = ? AND locked_by = ? AND LEASE AND lock_until > UTC_TIMESTAMP(3)
 //
 //	FITS:   TIMESTAMPADD(MICROSECOND, ?, UTC_TIMESTAMP(3)) <= FROM_UNIXTIME(2147483647.999)
 //	LEASE:  CAST(UNIX_TIMESTAMP(locked_at) * 1000 AS SIGNED) = ? (the locked_at read back)

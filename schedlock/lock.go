@@ -169,7 +169,8 @@ func (p *Provider) readBack(ctx context.Context, name string, inserted bool) (in
 }
 
 // unlock runs ShedLock's unlock statement: lock_until =
-// max(locked_at + lockAtLeastFor, now), for the lease's row only.
+// max(locked_at + lockAtLeastFor, now), for the lease's row only, and only
+// while it is unexpired.
 func (p *Provider) unlock(ctx context.Context, name string, lockedAt int64, atLeast time.Duration) error {
 	us := atLeast.Microseconds()
 	n, err := p.exec(ctx, "unlock", p.stmt.unlock, us, us, name, p.lockedBy, lockedAt)
@@ -179,17 +180,23 @@ func (p *Provider) unlock(ctx context.Context, name string, lockedAt int64, atLe
 	if n == 1 {
 		return nil
 	}
-	// 0 rows changed: either the row is not this lease's any more, or the
-	// new lock_until equals the old one (MySQL counts changed rows, not
-	// matched ones). Look.
-	var mine int
-	if err := p.db.QueryRowContext(ctx, p.stmt.ownsLease, name, p.lockedBy, lockedAt).Scan(&mine); err != nil {
+	// 0 rows changed: the row is not this lease's any more, or its
+	// lock_until had passed, or the new lock_until equals the old one
+	// (MySQL counts changed rows, not matched ones; the last happens only
+	// with lock_until = locked_at + lockAtLeastFor, still to come). Look:
+	// a row still this lease's and unexpired now was so at the unlock too
+	// (only an acquisition writes an expired row, and it changes
+	// locked_at). The one case this reports wrongly as lost is the last
+	// one, with that lock_until passing between the two statements.
+	var held int
+	if err := p.db.QueryRowContext(ctx, p.stmt.holds, name, p.lockedBy, lockedAt).Scan(&held); err != nil {
 		return p.classify("unlock (check)", err)
 	}
-	if mine == 0 {
-		return fmt.Errorf("%w: job %q: at unlock the row of table %s had been taken again after the lease ran out "+
-			"(by another instance or by a newer lease of this one: the job ran longer than LockAtMostFor), "+
-			"or changed by hand; it was left as it was", ErrLeaseLost, name, p.table)
+	if held == 0 {
+		return fmt.Errorf("%w: job %q: at unlock the lease had run out (its lock_until had passed: the job ran "+
+			"longer than LockAtMostFor or than its last extension), and the row of table %s may have been taken "+
+			"again since (by another instance or by a newer lease of this one), or it was changed by hand; "+
+			"it was left as it was", ErrLeaseLost, name, p.table)
 	}
 	return nil
 }
