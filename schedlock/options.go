@@ -63,10 +63,12 @@ func WithLockedBy(lockedBy string) Option {
 	}
 }
 
-// WithUnlockTimeout bounds each unlock statement. Unlock does not stop when
-// its context is cancelled (a job cancelled by shutdown must still give its
-// lock back); it runs for at most this long. It must be positive; the
-// default is DefaultUnlockTimeout.
+// WithUnlockTimeout bounds each Unlock, from its call to its return: the
+// wait for the lease's extensions still in flight (at most half of d) and
+// the unlock statement (the rest). Unlock does not stop when its context is
+// cancelled (a job cancelled by shutdown must still give its lock back); it
+// runs for at most d. It must be positive; the default is
+// DefaultUnlockTimeout.
 func WithUnlockTimeout(d time.Duration) Option {
 	return func(s *settings) error {
 		if d <= 0 {
