@@ -82,18 +82,24 @@
 //   - Who may write the row: an acquisition, only while the row's
 //     lock_until has passed (database time); after that, only the lease it
 //     made, through its extensions and its unlock, and only while the row
-//     still carries its locked_at. A lease whose row was taken again (by
-//     another instance, or by a newer lease of the same Provider) changes
-//     nothing: its Extend and Unlock report ErrLeaseLost. Every lock_until
+//     still carries its locked_at and its lock_until has not passed. A
+//     lease that ran out, whether or not its row was taken again since (by
+//     another instance, or by a newer lease of the same Provider), changes
+//     nothing: its Extend and Unlock report ErrLeaseLost (ShedLock's
+//     unlock, landing on a free row, would lock the job again until
+//     locked_at + lockAtLeastFor). Every lock_until
 //     an acquisition or an extension writes is at least 1 ms past the
 //     row's locked_at, so an acquisition, which needs lock_until <= now,
 //     writes a locked_at that no lease still able to send a statement has
 //     (only a lease's applied unlock can leave lock_until = locked_at, and
 //     that lease has nothing left to send), as long as the server's clock
-//     does not step back. One Provider's
-//     acquisitions of a name are serialised, so the locked_at it reads
-//     back is its own acquisition's (names that differ only in accents
-//     may share a row but not this serialisation: see Names).
+//     does not step back. One Provider's acquisitions are serialised,
+//     whatever the names, so the locked_at it reads back is its own
+//     acquisition's, also for names the column's collation makes one row
+//     (see Names). The cost: jobs due at the same tick take their locks
+//     one after another, each in 2 or 3 round trips to the server, and a
+//     Lock whose connection hangs holds up the Provider's other Locks for
+//     up to the lock timeout (WithLockTimeout).
 //   - When: Unlock is the lease's last statement. Once Unlock is called, no
 //     extension is sent (Extend returns ErrUnlocked, the keep-alive
 //     stops); Unlock sends the unlock only after every extension already
