@@ -107,10 +107,11 @@
 //     Extend's ctx: a statement whose connection is closed may still be
 //     applied). So when Unlock returns nil, every statement of the lease
 //     was applied before its unlock, and nothing of the lease lands after
-//     it. If an extension is still unanswered after the unlock timeout,
-//     Unlock cuts it off, unlocks anyway and returns an error saying the
-//     extension may still land after the unlock (a skipped run, never a
-//     second run at once).
+//     it. If an extension is still unanswered after half the unlock
+//     timeout, Unlock cuts it off, unlocks anyway (within the rest of the
+//     timeout: Unlock returns within the unlock timeout) and returns an
+//     error saying the extension may still land after the unlock (a
+//     skipped run, never a second run at once).
 //   - An unlock cut off by its own timeout may still land later; it then
 //     acts on its lease only, never on a newer one.
 //
