@@ -32,7 +32,8 @@
 // and the statements are those of ShedLock's MySQL provider with
 // usingDbTime() (MySqlServerTimeStatementsSource, which ShedLock uses for
 // MySQL and MariaDB alike), durations in microseconds, with two conditions
-// added: FITS, and LEASE in the extend and the unlock (see Leases below):
+// added: FITS, and LEASE in the extend and the unlock, whose WHERE also
+// has the extend's lock_until > UTC_TIMESTAMP(3) (see Leases below):
 //
 //	lock:   INSERT IGNORE INTO shedlock (name, lock_until, locked_at, locked_by)
 //	          SELECT ?, TIMESTAMPADD(MICROSECOND, ?, UTC_TIMESTAMP(3)), UTC_TIMESTAMP(3), ?
@@ -46,7 +47,7 @@
 //	          WHERE name = ? AND locked_by = ? AND LEASE AND lock_until > UTC_TIMESTAMP(3) AND FITS
 //	unlock: UPDATE shedlock SET lock_until = IF(TIMESTAMPADD(MICROSECOND, ?, locked_at) > UTC_TIMESTAMP(3),
 //	          TIMESTAMPADD(MICROSECOND, ?, locked_at), UTC_TIMESTAMP(3))
-//	          WHERE name = ? AND locked_by = ? AND LEASE
+//	          WHERE name = ? AND locked_by = ? AND LEASE AND lock_until > UTC_TIMESTAMP(3)
 //
 //	FITS:   TIMESTAMPADD(MICROSECOND, ?, UTC_TIMESTAMP(3)) <= FROM_UNIXTIME(2147483647.999)
 //	LEASE:  CAST(UNIX_TIMESTAMP(locked_at) * 1000 AS SIGNED) = ? (the locked_at read back)
@@ -81,18 +82,24 @@
 //   - Who may write the row: an acquisition, only while the row's
 //     lock_until has passed (database time); after that, only the lease it
 //     made, through its extensions and its unlock, and only while the row
-//     still carries its locked_at. A lease whose row was taken again (by
-//     another instance, or by a newer lease of the same Provider) changes
-//     nothing: its Extend and Unlock report ErrLeaseLost. Every lock_until
+//     still carries its locked_at and its lock_until has not passed. A
+//     lease that ran out, whether or not its row was taken again since (by
+//     another instance, or by a newer lease of the same Provider), changes
+//     nothing: its Extend and Unlock report ErrLeaseLost (ShedLock's
+//     unlock, landing on a free row, would lock the job again until
+//     locked_at + lockAtLeastFor). Every lock_until
 //     an acquisition or an extension writes is at least 1 ms past the
 //     row's locked_at, so an acquisition, which needs lock_until <= now,
 //     writes a locked_at that no lease still able to send a statement has
 //     (only a lease's applied unlock can leave lock_until = locked_at, and
 //     that lease has nothing left to send), as long as the server's clock
-//     does not step back. One Provider's
-//     acquisitions of a name are serialised, so the locked_at it reads
-//     back is its own acquisition's (names that differ only in accents
-//     may share a row but not this serialisation: see Names).
+//     does not step back. One Provider's acquisitions are serialised,
+//     whatever the names, so the locked_at it reads back is its own
+//     acquisition's, also for names the column's collation makes one row
+//     (see Names). The cost: jobs due at the same tick take their locks
+//     one after another, each in 2 or 3 round trips to the server, and a
+//     Lock whose connection hangs holds up the Provider's other Locks for
+//     up to the lock timeout (WithLockTimeout).
 //   - When: Unlock is the lease's last statement. Once Unlock is called, no
 //     extension is sent (Extend returns ErrUnlocked, the keep-alive
 //     stops); Unlock sends the unlock only after every extension already
@@ -100,10 +107,11 @@
 //     Extend's ctx: a statement whose connection is closed may still be
 //     applied). So when Unlock returns nil, every statement of the lease
 //     was applied before its unlock, and nothing of the lease lands after
-//     it. If an extension is still unanswered after the unlock timeout,
-//     Unlock cuts it off, unlocks anyway and returns an error saying the
-//     extension may still land after the unlock (a skipped run, never a
-//     second run at once).
+//     it. If an extension is still unanswered after half the unlock
+//     timeout, Unlock cuts it off, unlocks anyway (within the rest of the
+//     timeout: Unlock returns within the unlock timeout) and returns an
+//     error saying the extension may still land after the unlock (a
+//     skipped run, never a second run at once).
 //   - An unlock cut off by its own timeout may still land later; it then
 //     acts on its lease only, never on a newer one.
 //

@@ -147,26 +147,30 @@ func (l *Lease) startExtend(ctx context.Context, d time.Duration, deliver func(e
 }
 
 // Unlock releases the lock with ShedLock's unlock statement: lock_until =
-// max(locked_at + LockAtLeastFor, now), for this lease's row only.
+// max(locked_at + LockAtLeastFor, now), for this lease's row only, and only
+// while the lease has not run out (lock_until still to come).
 //
 // Unlock is the lease's last statement. From the moment it is called no
 // extension starts (Extend returns ErrUnlocked, the keep-alive stops);
 // then it waits for the extensions already sent to be answered, for up to
-// the Provider's unlock timeout (WithUnlockTimeout), without cutting them
-// off; only then does it send the unlock, which runs for up to the unlock
-// timeout too. So when Unlock returns nil, every statement of the lease
-// was applied before the unlock, and none is left to land after it. If an
-// extension is still unanswered after the wait, Unlock cuts it off, still
-// unlocks, and returns an error saying the server may yet apply that
-// extension after the unlock (the job would stay locked until then plus
-// the extension: a skipped run, never a second one at once).
+// half of the Provider's unlock timeout (WithUnlockTimeout), without
+// cutting them off; only then does it send the unlock, which has until the
+// unlock timeout, counted from the call, has passed. So Unlock returns
+// within the unlock timeout, and when it returns nil, every statement of
+// the lease was applied before the unlock, and none is left to land after
+// it. If an extension is still unanswered after the wait, Unlock cuts it
+// off, still unlocks, and returns an error saying the server may yet apply
+// that extension after the unlock (the job would stay locked until then
+// plus the extension: a skipped run, never a second one at once).
 //
 // Unlock is not cut short by ctx's cancellation (a job cancelled by a
 // shutdown must still give its lock back); it keeps ctx's values. If the
 // statement fails, the row stays locked until its lock_until. An error
-// matching ErrLeaseLost means the row had been taken again after the lease
-// ran out (by another instance, or by a newer lease of this Provider): the
-// job may have run twice at once; the row was left as it was.
+// matching ErrLeaseLost means the lease had run out before the unlock (its
+// lock_until had passed: the job outlived LockAtMostFor or its last
+// extension), and the row may have been taken again since (by another
+// instance, or by a newer lease of this Provider): the job may have run
+// twice at once; the row was left as it was.
 //
 // Unlock on a nil Lease returns ErrUnlocked; so does a second call, once
 // the first has returned.
@@ -184,6 +188,13 @@ func (l *Lease) Unlock(ctx context.Context) error {
 	l.mu.Unlock()
 	defer close(l.finished)
 	defer l.abandon()
+	// One deadline for the whole Unlock: the extensions in flight get up
+	// to half of the unlock timeout, the unlock statement the rest.
+	uctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), l.p.unlockTimeout)
+	defer cancel()
+	waitFor := l.p.unlockTimeout / 2
+	wctx, wcancel := context.WithTimeout(uctx, waitFor)
+	defer wcancel()
 
 	if l.stopKA != nil {
 		close(l.stopKA)
@@ -197,20 +208,16 @@ func (l *Lease) Unlock(ctx context.Context) error {
 		close(answered)
 	}()
 	var abandoned error
-	wait := time.NewTimer(l.p.unlockTimeout)
 	select {
 	case <-answered:
-		wait.Stop()
-	case <-wait.C:
+	case <-wctx.Done():
 		l.abandon()
 		<-answered
 		abandoned = fmt.Errorf("schedlock: unlock of job %q: an extension was still unanswered after %v and was cut off; "+
 			"the server may still apply it after this unlock and keep the job locked until its lock_until",
-			l.cfg.Name, l.p.unlockTimeout)
+			l.cfg.Name, waitFor)
 	}
 
-	uctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), l.p.unlockTimeout)
-	defer cancel()
 	err := l.p.unlock(uctx, l.cfg.Name, l.lockedAt, l.cfg.LockAtLeastFor)
 	if abandoned != nil && err != nil {
 		// One message, with the package's prefix once.

@@ -244,7 +244,8 @@ func TestUnlockWaitsForHeldUpExtension(t *testing.T) {
 		t.Parallel()
 		db := openDB(t)
 		table := newTable(t, db)
-		p := New(db, WithTable(table), WithUnlockTimeout(300*time.Millisecond))
+		const unlockTimeout = time.Second
+		p := New(db, WithTable(table), WithUnlockTimeout(unlockTimeout))
 		name := uniqueName(t)
 		lease, err := p.Lock(bg, Config{Name: name, LockAtMostFor: atMost, LockAtLeastFor: atLeast})
 		if err != nil {
@@ -252,11 +253,19 @@ func TestUnlockWaitsForHeldUpExtension(t *testing.T) {
 		}
 		tx := hold(t, openDB(t), table, name)
 		extendHeldUp(t, lease)
+		began := time.Now()
 		err = lease.Unlock(bg) // the unlock is held up too, and times out
+		took := time.Since(began)
 		if err == nil || !strings.Contains(err.Error(), "was cut off") || !errors.Is(err, context.DeadlineExceeded) {
 			t.Fatalf("Unlock: %v; want its timeout and the cut-off extension", err)
 		}
 		checkMessage(t, err)
+		// One deadline for the wait and the statement: a timeout for
+		// each would take at least twice the unlock timeout.
+		if took >= 2*unlockTimeout {
+			t.Errorf("Unlock took %v with an unlock timeout of %v", took, unlockTimeout)
+		}
+		t.Logf("Unlock returned after %v (unlock timeout %v)", took.Round(time.Millisecond), unlockTimeout)
 		if err := tx.Rollback(); err != nil {
 			t.Fatal(err)
 		}

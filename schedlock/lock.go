@@ -5,7 +5,6 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
-	"strings"
 	"time"
 )
 
@@ -13,8 +12,16 @@ import (
 // statements: INSERT IGNORE of the job's row, and if the row exists, an
 // UPDATE that succeeds only if its lock_until has passed (in database time);
 // then it reads back the locked_at it wrote, which identifies the lease (see
-// Leases in the package documentation). This Provider's Lock calls for one
-// name take turns (a call waits, within ctx, for another's statements).
+// Leases in the package documentation).
+//
+// A Provider runs one Lock's statements at a time, whatever the job names
+// (so the locked_at read back is the Lock's own): a Lock waits, within
+// ctx, for the one in progress, and each Lock's statements (2 or 3 short
+// ones) run within ctx and the Provider's lock timeout (WithLockTimeout).
+// So a Lock waits at most the lock timeout for each Lock ahead of it, even
+// if that one's connection hangs; the cost is that jobs due at the same
+// tick take their locks one after another, each in 2 or 3 round trips to
+// the server.
 //
 // A nil error means the lock is held until lock_until = now +
 // cfg.LockAtMostFor (database time); release it with (*Lease).Unlock. If
@@ -61,36 +68,35 @@ func (p *Provider) lock(ctx context.Context, cfg Config, onLost func(error)) (*L
 	return l, nil
 }
 
-// acquireSlot serialises this Provider's acquisitions of one name, so that
-// the locked_at read back after an acquisition is that acquisition's: no
-// other acquisition of the row by this Provider can come between. Names
-// that differ in case or trailing spaces share a slot, since the column's
-// default collations make them one row; names that differ in accents only
-// do not (see Names in the package documentation).
-func (p *Provider) acquireSlot(ctx context.Context, name string) (release func(), err error) {
-	v, _ := p.acquiring.LoadOrStore(slotKey(name), make(chan struct{}, 1))
-	slot := v.(chan struct{})
-	select {
-	case slot <- struct{}{}:
-		return func() { <-slot }, nil
-	case <-ctx.Done():
-		return nil, fmt.Errorf("schedlock: lock of job %q: %w", name, context.Cause(ctx))
-	}
-}
-
-// slotKey is the acquisition slot of a name: folded to lower case, trailing
-// spaces dropped.
-func slotKey(name string) string { return strings.ToLower(strings.TrimRight(name, " ")) }
-
 // acquire runs ShedLock's lock statements. If this Provider now holds the
 // lock, it returns the acquisition's locked_at (ms since the epoch), read
 // back from the row.
 func (p *Provider) acquire(ctx context.Context, cfg Config) (int64, error) {
-	release, err := p.acquireSlot(ctx, cfg.Name)
-	if err != nil {
-		return 0, err
+	// One acquisition at a time per Provider, whatever the name: the
+	// locked_at read back is then this acquisition's, since no other
+	// acquisition of this Provider (the only writer of its locked_by) can
+	// come between its write and its read-back, even for a name that
+	// differs from cfg.Name but that the column's collation makes the same
+	// row (case, accents, ß and ss, ...). The wait is bounded by ctx, the
+	// turn by ctx and the lock timeout.
+	select {
+	case p.turn <- struct{}{}:
+	case <-ctx.Done():
+		return 0, fmt.Errorf("schedlock: lock of job %q: waiting for this Provider's Lock in progress: %w",
+			cfg.Name, context.Cause(ctx))
 	}
-	defer release()
+	defer func() { <-p.turn }()
+	lctx, cancel := context.WithTimeout(ctx, p.lockTimeout)
+	defer cancel()
+	lockedAt, err := p.acquireRow(lctx, cfg)
+	if err != nil && lctx.Err() != nil && ctx.Err() == nil {
+		err = fmt.Errorf("%w (the lock timeout, %v, passed)", err, p.lockTimeout)
+	}
+	return lockedAt, err
+}
+
+// acquireRow is acquire's statements, within the turn.
+func (p *Provider) acquireRow(ctx context.Context, cfg Config) (int64, error) {
 	atMost := cfg.LockAtMostFor.Microseconds()
 	for attempt := 0; ; attempt++ {
 		_, known := p.known.Load(cfg.Name)
@@ -169,7 +175,8 @@ func (p *Provider) readBack(ctx context.Context, name string, inserted bool) (in
 }
 
 // unlock runs ShedLock's unlock statement: lock_until =
-// max(locked_at + lockAtLeastFor, now), for the lease's row only.
+// max(locked_at + lockAtLeastFor, now), for the lease's row only, and only
+// while it is unexpired.
 func (p *Provider) unlock(ctx context.Context, name string, lockedAt int64, atLeast time.Duration) error {
 	us := atLeast.Microseconds()
 	n, err := p.exec(ctx, "unlock", p.stmt.unlock, us, us, name, p.lockedBy, lockedAt)
@@ -179,17 +186,23 @@ func (p *Provider) unlock(ctx context.Context, name string, lockedAt int64, atLe
 	if n == 1 {
 		return nil
 	}
-	// 0 rows changed: either the row is not this lease's any more, or the
-	// new lock_until equals the old one (MySQL counts changed rows, not
-	// matched ones). Look.
-	var mine int
-	if err := p.db.QueryRowContext(ctx, p.stmt.ownsLease, name, p.lockedBy, lockedAt).Scan(&mine); err != nil {
+	// 0 rows changed: the row is not this lease's any more, or its
+	// lock_until had passed, or the new lock_until equals the old one
+	// (MySQL counts changed rows, not matched ones; the last happens only
+	// with lock_until = locked_at + lockAtLeastFor, still to come). Look:
+	// a row still this lease's and unexpired now was so at the unlock too
+	// (only an acquisition writes an expired row, and it changes
+	// locked_at). The one case this reports wrongly as lost is the last
+	// one, with that lock_until passing between the two statements.
+	var held int
+	if err := p.db.QueryRowContext(ctx, p.stmt.holds, name, p.lockedBy, lockedAt).Scan(&held); err != nil {
 		return p.classify("unlock (check)", err)
 	}
-	if mine == 0 {
-		return fmt.Errorf("%w: job %q: at unlock the row of table %s had been taken again after the lease ran out "+
-			"(by another instance or by a newer lease of this one: the job ran longer than LockAtMostFor), "+
-			"or changed by hand; it was left as it was", ErrLeaseLost, name, p.table)
+	if held == 0 {
+		return fmt.Errorf("%w: job %q: at unlock the lease had run out (its lock_until had passed: the job ran "+
+			"longer than LockAtMostFor or than its last extension), and the row of table %s may have been taken "+
+			"again since (by another instance or by a newer lease of this one), or it was changed by hand; "+
+			"it was left as it was", ErrLeaseLost, name, p.table)
 	}
 	return nil
 }

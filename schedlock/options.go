@@ -16,6 +16,10 @@ const DefaultTable = "shedlock"
 // given.
 const DefaultUnlockTimeout = 5 * time.Second
 
+// DefaultLockTimeout bounds each Lock's statements when WithLockTimeout is
+// not given.
+const DefaultLockTimeout = 5 * time.Second
+
 // An Option configures a Provider. Options are checked by NewProvider (New
 // panics on an invalid one).
 type Option func(*settings) error
@@ -24,6 +28,7 @@ type settings struct {
 	table         string
 	lockedBy      string
 	unlockTimeout time.Duration
+	lockTimeout   time.Duration
 }
 
 // WithTable sets the lock table: an identifier of 1 to 64 letters, digits or
@@ -63,16 +68,33 @@ func WithLockedBy(lockedBy string) Option {
 	}
 }
 
-// WithUnlockTimeout bounds each unlock statement. Unlock does not stop when
-// its context is cancelled (a job cancelled by shutdown must still give its
-// lock back); it runs for at most this long. It must be positive; the
-// default is DefaultUnlockTimeout.
+// WithUnlockTimeout bounds each Unlock, from its call to its return: the
+// wait for the lease's extensions still in flight (at most half of d) and
+// the unlock statement (the rest). Unlock does not stop when its context is
+// cancelled (a job cancelled by shutdown must still give its lock back); it
+// runs for at most d. It must be positive; the default is
+// DefaultUnlockTimeout.
 func WithUnlockTimeout(d time.Duration) Option {
 	return func(s *settings) error {
 		if d <= 0 {
 			return fmt.Errorf("%w: unlock timeout must be positive, got %v", ErrInvalidConfig, d)
 		}
 		s.unlockTimeout = d
+		return nil
+	}
+}
+
+// WithLockTimeout bounds the statements of each Lock (and Run's lock), in
+// addition to its context. A Provider runs one Lock's statements at a
+// time, so this is also the longest one Lock can hold up the Provider's
+// other Locks, for any job, while its connection hangs. It must be
+// positive; the default is DefaultLockTimeout.
+func WithLockTimeout(d time.Duration) Option {
+	return func(s *settings) error {
+		if d <= 0 {
+			return fmt.Errorf("%w: lock timeout must be positive, got %v", ErrInvalidConfig, d)
+		}
+		s.lockTimeout = d
 		return nil
 	}
 }

@@ -23,6 +23,7 @@ type Provider struct {
 	table         string // as given, for messages
 	lockedBy      string
 	unlockTimeout time.Duration
+	lockTimeout   time.Duration
 	stmt          statements
 
 	// known holds the job names whose row this Provider has seen, so the
@@ -30,9 +31,9 @@ type Provider struct {
 	// deleted falls back to the INSERT.
 	known sync.Map
 
-	// acquiring holds a slot (a chan struct{} of capacity 1) per job name,
-	// taken for the span of one acquisition (see acquireSlot).
-	acquiring sync.Map
+	// turn is held (a value in a channel of capacity 1) for the span of
+	// one acquisition: one at a time per Provider (see acquire).
+	turn chan struct{}
 }
 
 // NewProvider returns a Provider over db, or an error matching
@@ -42,7 +43,7 @@ func NewProvider(db *sql.DB, opts ...Option) (*Provider, error) {
 	if db == nil {
 		return nil, fmt.Errorf("%w: NewProvider: nil *sql.DB", ErrInvalidArgument)
 	}
-	s := settings{table: DefaultTable, unlockTimeout: DefaultUnlockTimeout}
+	s := settings{table: DefaultTable, unlockTimeout: DefaultUnlockTimeout, lockTimeout: DefaultLockTimeout}
 	for _, opt := range opts {
 		if opt == nil {
 			continue
@@ -59,7 +60,9 @@ func NewProvider(db *sql.DB, opts ...Option) (*Provider, error) {
 		table:         s.table,
 		lockedBy:      s.lockedBy,
 		unlockTimeout: s.unlockTimeout,
+		lockTimeout:   s.lockTimeout,
 		stmt:          buildStatements(quoteTable(s.table)),
+		turn:          make(chan struct{}, 1),
 	}, nil
 }
 

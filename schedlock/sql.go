@@ -19,21 +19,24 @@ package schedlock
 // A lease is one acquisition: the row's name, this Provider's locked_by and
 // the locked_at that acquisition wrote, which no other acquisition writes
 // (see leaseIs). The unlock and the extend carry all three in their WHERE,
-// where ShedLock's carry name and locked_by only; the values they write are
+// where ShedLock's carry name and locked_by only, and the unlock, like the
+// extend, changes only a row whose lock_until has not passed: once it has,
+// only an acquisition writes the row (ShedLock's unlock would lock a free
+// job again, until locked_at + lockAtLeastFor). The values they write are
 // ShedLock's.
 //
-// holder, owned, ownsLease and acquired are this package's own read-only
+// holder, owned, holds and acquired are this package's own read-only
 // checks; they never change the table.
 type statements struct {
-	create    string
-	insert    string // args: name, lockAtMostFor µs, lockedBy, lockAtMostFor µs
-	update    string // args: lockAtMostFor µs, lockedBy, name, lockAtMostFor µs
-	unlock    string // args: lockAtLeastFor µs, lockAtLeastFor µs, name, lockedBy, lockedAt ms
-	extend    string // args: lockAtMostFor µs, name, lockedBy, lockedAt ms, lockAtMostFor µs
-	holder    string // args: name, lockAtMostFor µs — (locked_by or NULL, fits)
-	owned     string // args: name, lockedBy, lockedAt ms, d µs — (unexpired and this lease's, fits)
-	ownsLease string // args: name, lockedBy, lockedAt ms — this lease's, expired or not
-	acquired  string // args: name, lockedBy — locked_at in ms since the epoch
+	create   string
+	insert   string // args: name, lockAtMostFor µs, lockedBy, lockAtMostFor µs
+	update   string // args: lockAtMostFor µs, lockedBy, name, lockAtMostFor µs
+	unlock   string // args: lockAtLeastFor µs, lockAtLeastFor µs, name, lockedBy, lockedAt ms
+	extend   string // args: lockAtMostFor µs, name, lockedBy, lockedAt ms, lockAtMostFor µs
+	holder   string // args: name, lockAtMostFor µs — (locked_by or NULL, fits)
+	owned    string // args: name, lockedBy, lockedAt ms, d µs — (unexpired and this lease's, fits)
+	holds    string // args: name, lockedBy, lockedAt ms — this lease's and unexpired
+	acquired string // args: name, lockedBy — locked_at in ms since the epoch
 }
 
 const (
@@ -84,13 +87,13 @@ func buildStatements(table string) statements {
 		update: "UPDATE " + table + " SET lock_until = " + dbNowPlus + ", locked_at = " + dbNow +
 			", locked_by = ? WHERE name = ? AND lock_until <= " + dbNow + " AND " + fitsDbNow,
 		unlock: "UPDATE " + table + " SET lock_until = IF(" + lockedAtPlus + " > " + dbNow + ", " +
-			lockedAtPlus + ", " + dbNow + ") WHERE " + leaseIs,
+			lockedAtPlus + ", " + dbNow + ") WHERE " + leaseIs + " AND lock_until > " + dbNow,
 		extend: "UPDATE " + table + " SET lock_until = " + dbNowPlus +
 			" WHERE " + leaseIs + " AND lock_until > " + dbNow + " AND " + fitsDbNow,
 		holder: "SELECT (SELECT locked_by FROM " + table + " WHERE name = ?), " + fitsDbNow,
 		owned: "SELECT (SELECT COUNT(*) FROM " + table + " WHERE " + leaseIs + " AND lock_until > " + dbNow +
 			"), " + fitsDbNow,
-		ownsLease: "SELECT COUNT(*) FROM " + table + " WHERE " + leaseIs,
-		acquired:  "SELECT " + lockedAtMs + " FROM " + table + " WHERE name = ? AND locked_by = ?",
+		holds:    "SELECT COUNT(*) FROM " + table + " WHERE " + leaseIs + " AND lock_until > " + dbNow,
+		acquired: "SELECT " + lockedAtMs + " FROM " + table + " WHERE name = ? AND locked_by = ?",
 	}
 }

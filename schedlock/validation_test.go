@@ -80,6 +80,7 @@ func TestOptions(t *testing.T) {
 		{"empty locked_by", WithLockedBy("")},
 		{"256-character locked_by", WithLockedBy(strings.Repeat("b", 256))},
 		{"zero unlock timeout", WithUnlockTimeout(0)},
+		{"zero lock timeout", WithLockTimeout(0)},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := NewProvider(db, tc.opt)

@@ -140,9 +140,10 @@ type leaseLock struct {
 
 // Unlock implements gocron.Lock. It is not cut short by ctx's cancellation
 // (gocron passes the job's context, cancelled at shutdown); the Provider's
-// unlock timeout bounds it. It unlocks this run's lease only: a lease that
-// ran out and was taken again (by another instance, or by this one) is left
-// as it is, with an error matching schedlock.ErrLeaseLost.
+// unlock timeout bounds it. It unlocks this run's lease only, and only
+// while it has not run out: a lease that ran out (whether or not it was
+// taken again since, by another instance or by this one) is left as it is,
+// with an error matching schedlock.ErrLeaseLost.
 func (l *leaseLock) Unlock(ctx context.Context) error {
 	err := l.lease.Unlock(ctx)
 	l.once.Do(l.ended)

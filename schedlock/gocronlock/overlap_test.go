@@ -88,6 +88,33 @@ func (l recordedLock) Unlock(ctx context.Context) error {
 // times, so a slow machine cannot fake or hide one.
 func TestTwoSchedulersNoOverlapInsideALease(t *testing.T) {
 	t.Parallel()
+	twoSchedulers(t, func(p *schedlock.Provider, o LeaseOptions) gocron.Locker { return NewLeaseLocker(p, o) })
+}
+
+// The same with a new lease locker for every run, so the locker's refusal
+// of a run while its previous run of the job goes on is out of the way, and
+// only the lease identity keeps the first run's late Unlock off the lease
+// its instance took again meanwhile (on the same Provider, so with the
+// same locked_by). With leases matched by name and locked_by alone, that
+// Unlock ends the newer lease and the other instance runs the job inside
+// it.
+func TestTwoSchedulersNoOverlapFreshLockerPerRun(t *testing.T) {
+	t.Parallel()
+	twoSchedulers(t, func(p *schedlock.Provider, o LeaseOptions) gocron.Locker { return freshLeaseLocker{p, o} })
+}
+
+// freshLeaseLocker takes each run's lock with a new NewLeaseLocker.
+type freshLeaseLocker struct {
+	p *schedlock.Provider
+	o LeaseOptions
+}
+
+func (f freshLeaseLocker) Lock(ctx context.Context, key string) (gocron.Lock, error) {
+	return NewLeaseLocker(f.p, f.o).Lock(ctx, key)
+}
+
+func twoSchedulers(t *testing.T, newLocker func(*schedlock.Provider, LeaseOptions) gocron.Locker) {
+	t.Helper()
 	srv := testdb.RequireReal(t)
 	setup := testdb.OpenDB(t, srv.DSN)
 	table := uniqueName(t)
@@ -107,7 +134,7 @@ func TestTwoSchedulersNoOverlapInsideALease(t *testing.T) {
 	var scheds []gocron.Scheduler
 	for i, instance := range []string{"A", "C"} {
 		p := schedlock.New(testdb.OpenDB(t, srv.DSN), schedlock.WithTable(table), schedlock.WithLockedBy(instance))
-		locker := &recordingLocker{Locker: NewLeaseLocker(p, LeaseOptions{LockAtMostFor: lockAtMostFor}),
+		locker := &recordingLocker{Locker: newLocker(p, LeaseOptions{LockAtMostFor: lockAtMostFor}),
 			instance: instance, db: setup, table: table, mu: &mu, runs: &runs, refused: &refused}
 		s, err := gocron.NewScheduler(gocron.WithDistributedLocker(locker))
 		if err != nil {
