@@ -76,12 +76,13 @@ func openHookDB(t *testing.T, beforeQuery func(query string, args []driver.Named
 }
 
 // TestReviewCollationTwinsShareAnIdentity: two names the column's collation
-// makes one row, but that acquireSlot's key (lower case, trailing spaces
-// dropped) keeps apart, take no turns on one Provider. Lock(X) takes the
+// makes one row, but that a per-name turn keyed by lower case without
+// trailing spaces would keep apart, must still take turns on one Provider
+// (they do: the Provider has one acquisition turn). Lock(X) takes the
 // row; before its read-back runs, the row expires and Lock(Y) takes it
 // again; X's read-back then reads Y's locked_at, and the two leases carry
-// one identity. X's lease is stale (its own acquisition ran out), yet its
-// Unlock ends Y's lease and reports nil, and another instance takes the job
+// one identity. X's lease is stale (its own acquisition ran out), and with
+// per-name turns its Unlock ended Y's lease and reported nil, and another instance takes the job
 // while Y's run is well inside its lease: issue 25's double run, by another
 // road. The read-back is held back by a driver wrapper (no timing but
 // X's 50 ms LockAtMostFor against a 300 ms wait, both in database time).
