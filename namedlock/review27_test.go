@@ -1,0 +1,144 @@
+package namedlock_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jmoiron/sqlx"
+
+	"github.com/namedlock/mysql/internal/testdb"
+	"github.com/namedlock/mysql/keyfmt"
+	"github.com/namedlock/mysql/namedlock"
+)
+
+// TestReviewSnapshotOlderThanMintWait: three instances fence one key on
+// one application pool. Z takes the lock (token t), and loses it (its lock
+// session killed): a zombie that still holds t. A's fenced DoTx takes the
+// lock, mints t+1 and runs fn; A's lock is lost too, so B's fenced DoTx
+// takes it, begins and waits at its mint for A's fence row. While B waits,
+// Z's fenced write (CheckFenced, fence < t) lands and commits: v = 10. Then
+// A's fn gives up and A rolls back, so B's mint returns t+1, the fence
+// row's token in B's snapshot + 1, and B runs fn without beginning again.
+// fn starts after Z's commit, and must read it: v = 10, as it does at
+// READ COMMITTED and on MariaDB/MySQL at every level (there the snapshot is
+// taken at fn's first read). On TiDB at a level that keeps one snapshot,
+// B's snapshot was taken before its mint waited, and B reads 0 and writes
+// 1 over Z's committed 10.
+func TestReviewSnapshotOlderThanMintWait(t *testing.T) {
+	srv := testdb.RequireReal(t)
+	leakCheck(t)
+	for _, level := range fenceLevels {
+		t.Run(strings.ReplaceAll(level.String(), " ", ""), func(t *testing.T) {
+			app := testdb.OpenDB(t, fenceLevelDSN(srv))
+			appx := sqlx.NewDb(app, "mysql")
+			z, table := fenced(t, app)
+			a := newInstance(t, "", namedlock.WithFencing(app, table))
+			b := newInstance(t, "", namedlock.WithFencing(app, table))
+			data := tableName(t)
+			ctx := testCtx(t, 60*time.Second)
+			if _, err := app.ExecContext(ctx, "CREATE TABLE "+data+" (id INT PRIMARY KEY, v INT NOT NULL, fence BIGINT UNSIGNED NOT NULL DEFAULT 0) ENGINE=InnoDB"); err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { _, _ = app.ExecContext(context.Background(), "DROP TABLE IF EXISTS "+data) })
+			if _, err := app.ExecContext(ctx, "INSERT INTO "+data+" (id, v) VALUES (1, 0)"); err != nil {
+				t.Fatal(err)
+			}
+			key := uniqueKey(t, "snap")
+			name := keyfmt.Portable(key)
+			adm := admin(t)
+
+			// Z: a holder with token t, then a zombie.
+			zl, err := z.locker.Acquire(ctx, key)
+			if err != nil {
+				t.Fatal(err)
+			}
+			zt := zl.Token()
+			killSession(t, adm, holderOf(t, adm, name))
+			select {
+			case <-zl.Done():
+			case <-time.After(30 * time.Second):
+				t.Fatal("Z's loss was never reported")
+			}
+
+			// A: a fenced DoTx holding the fence row, then a zombie that gives up.
+			inFn := make(chan uint64, 1)
+			giveUp := make(chan struct{})
+			aDone := make(chan error, 1)
+			go func() {
+				aDone <- a.locker.DoTx(ctx, key, appx, levelOpts(level), func(fctx context.Context, tx *sqlx.Tx) error {
+					tok, _ := namedlock.TokenFromContext(fctx)
+					inFn <- tok
+					<-giveUp
+					return errors.New("A gives up")
+				})
+			}()
+			var at uint64
+			select {
+			case at = <-inFn:
+			case err := <-aDone:
+				t.Fatalf("A's DoTx ended before fn: %v", err)
+			}
+			killSession(t, adm, holderOf(t, adm, name))
+
+			// B: waits at its mint for A's fence row.
+			bRead := make(chan int64, 1)
+			bTok := make(chan uint64, 1)
+			bDone := make(chan error, 1)
+			go func() {
+				bDone <- b.locker.DoTx(ctx, key, appx, levelOpts(level), func(ctx context.Context, tx *sqlx.Tx) error {
+					tok, _ := namedlock.TokenFromContext(ctx)
+					bTok <- tok
+					var v int64
+					if err := tx.QueryRowContext(ctx, "SELECT v FROM "+data+" WHERE id = 1").Scan(&v); err != nil {
+						return err
+					}
+					bRead <- v
+					return namedlock.CheckFenced(tx.ExecContext(ctx, "UPDATE "+data+" SET v = ?, fence = ? WHERE id = 1 AND fence < ?", v+1, tok, tok))
+				})
+			}()
+			eventually(t, 30*time.Second, "B never waited at its mint", func() bool {
+				if b.locker.Stats().Held != 1 {
+					return false
+				}
+				for _, s := range sessions(t, adm) {
+					if strings.Contains(s.info, "INSERT INTO `"+table+"`") {
+						return true
+					}
+				}
+				return false
+			})
+
+			// Z's fenced write lands while B waits, and commits.
+			if err := namedlock.CheckFenced(app.ExecContext(ctx, "UPDATE "+data+" SET v = v + 10, fence = ? WHERE id = 1 AND fence < ?", zt, zt)); err != nil {
+				t.Fatalf("Z's fenced write: %v", err)
+			}
+			close(giveUp)
+			aErr := <-aDone
+			bErr := <-bDone
+			var got int64 = -1
+			select {
+			case got = <-bRead:
+			default:
+			}
+			var bt uint64
+			select {
+			case bt = <-bTok:
+			default:
+			}
+			var v int64
+			if err := app.QueryRowContext(ctx, "SELECT v FROM "+data+" WHERE id = 1").Scan(&v); err != nil {
+				t.Fatal(err)
+			}
+			t.Logf("%s, %v: Z token %d wrote 10; A token %d: %v; B token %d read %d: %v; v = %d", srv.Name, level, zt, at, aErr, bt, got, bErr, v)
+			if bErr != nil {
+				t.Fatalf("B's DoTx = %v, want nil", bErr)
+			}
+			if got != 10 || v != 11 {
+				t.Errorf("B read %d and v is %d: B's fn ran after Z's commit (v = 10) and must read it; want 10 and 11", got, v)
+			}
+		})
+	}
+}
