@@ -2,13 +2,18 @@ package namedlock_test
 
 import (
 	"context"
+	"database/sql"
 	"errors"
+	"fmt"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/jmoiron/sqlx"
 
+	"github.com/namedlock/mysql/internal/flavor"
 	"github.com/namedlock/mysql/internal/testdb"
 	"github.com/namedlock/mysql/keyfmt"
 	"github.com/namedlock/mysql/namedlock"
@@ -140,5 +145,65 @@ func TestReviewSnapshotOlderThanMintWait(t *testing.T) {
 				t.Errorf("B read %d and v is %d: B's fn ran after Z's commit (v = 10) and must read it; want 10 and 11", got, v)
 			}
 		})
+	}
+}
+
+// TestReviewSerializableWriteConflict: on TiDB at SERIALIZABLE (with
+// tidb_skip_isolation_level_check=1, which TestFencedDoTxIsolation uses
+// too), 8 goroutines × 10 fenced read-increment-write DoTx, in 8 rounds. A
+// DoTx that fails must say why with a sentinel: ErrWriteConflict for TiDB's
+// 9007 (the transaction rolled back, run it again), as the docs promise
+// for the mint and the COMMIT. fn's own statements get TiDB's raw 9007
+// now and then, which matches nothing (and fails TestFencedDoTxIsolation).
+func TestReviewSerializableWriteConflict(t *testing.T) {
+	srv := testdb.RequireReal(t)
+	if srv.Flavor != flavor.TiDB {
+		t.Skipf("%s: TiDB's SERIALIZABLE only", srv.Name)
+	}
+	leakCheck(t)
+	app := testdb.OpenDB(t, fenceLevelDSN(srv))
+	appx := sqlx.NewDb(app, "mysql")
+	in, _ := fenced(t, app)
+	counter := counterTable(t, appx, 1)
+	ctx := testCtx(t, 300*time.Second)
+	var commits, unclassified, conflicts atomic.Int64
+	var first atomic.Value
+	for round := range 8 {
+		key := uniqueKey(t, fmt.Sprintf("ser%d", round))
+		var wg sync.WaitGroup
+		for range 8 {
+			wg.Go(func() {
+				for range 10 {
+					err := in.locker.DoTx(ctx, key, appx, levelOpts(sql.LevelSerializable), func(ctx context.Context, tx *sqlx.Tx) error {
+						if _, err := readIncrement(ctx, tx, counter); err != nil {
+							return fmt.Errorf("fn's read-increment-write: %w", err)
+						}
+						return nil
+					})
+					switch {
+					case err == nil:
+						commits.Add(1)
+					case errors.Is(err, namedlock.ErrWriteConflict):
+						conflicts.Add(1)
+					default:
+						unclassified.Add(1)
+						first.CompareAndSwap(nil, err.Error())
+					}
+				}
+			})
+		}
+		wg.Wait()
+	}
+	var v int64
+	if err := app.QueryRowContext(ctx, "SELECT v FROM "+counter+" WHERE id = 1").Scan(&v); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("%s, SERIALIZABLE: 640 fenced DoTx: %d committed, counter %d; %d ErrWriteConflict, %d matching no sentinel (the first: %v)",
+		srv.Name, commits.Load(), v, conflicts.Load(), unclassified.Load(), first.Load())
+	if v != commits.Load() {
+		t.Errorf("counter %d after %d commits", v, commits.Load())
+	}
+	if unclassified.Load() > 0 {
+		t.Errorf("%d DoTx failed with an error that matches no sentinel: %v", unclassified.Load(), first.Load())
 	}
 }
