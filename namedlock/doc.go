@@ -153,10 +153,14 @@
 // one waits at its mint, inside the server, for the COMMIT); any other next
 // holder gets the lock only after the COMMIT. On TiDB, whose transactions
 // read from a snapshot taken at their first statement, before the mint
-// waited, a fenced DoTx makes its reads come after the previous holder's
-// commit at every isolation level (see [Locker.DoTx]), and refuses a
-// session in optimistic transaction mode ([ErrFencing]), where the mint
-// would wait for nobody. The one cost: a stale transaction that stays open holds the
+// waited, a fenced DoTx runs at READ COMMITTED when asked for the default
+// level, so that each statement reads the latest commit; it refuses any
+// level but the default and READ COMMITTED (REPEATABLE READ, READ
+// UNCOMMITTED, SERIALIZABLE) before anything runs, with [ErrFencing] and
+// [ErrInvalidArgument], since a single snapshot can miss a write committed
+// while the mint waited; and it refuses a session in optimistic
+// transaction mode ([ErrFencing]), where the mint would wait for nobody.
+// The one cost: a stale transaction that stays open holds the
 // next holder back, until the server's innodb_lock_wait_timeout (50 s by
 // default) fails the waiting mint with [ErrFenceWait]. DoTx then tells the
 // truth about its transaction: nil exactly when it committed, an error

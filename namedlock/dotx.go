@@ -68,19 +68,20 @@ import (
 // those of DoTx without fencing. On other servers, and with fencing, the
 // isolation level changes nothing here.
 //
-// Fenced, on TiDB, fn reads what the previous holder committed at every
-// isolation level, although TiDB takes a transaction's snapshot at its
-// first statement, before the mint waited for that holder: a DoTx that
-// asks for the default level runs at READ COMMITTED (every statement reads
-// the latest commit); at a level that keeps one snapshot (REPEATABLE READ;
-// READ UNCOMMITTED and SERIALIZABLE, which TiDB refuses with error 8048
-// unless tidb_skip_isolation_level_check is on, and then runs as
-// snapshots) the transaction reads the fence row from its snapshot before
-// the mint and, when the mint shows a commit newer than that snapshot, is
-// rolled back and begun again before fn runs. A session whose tidb_txn_mode
-// is not pessimistic is refused with [ErrFencing] before the mint. A write
-// conflict at the COMMIT (TiDB error 9007) matches [ErrWriteConflict]: the
-// transaction rolled back.
+// Fenced, on TiDB, whose transactions read from a snapshot taken at their
+// first statement, before the mint waited for the previous holder: a DoTx
+// that asks for the default level runs at READ COMMITTED, and one that asks
+// for READ COMMITTED runs at it (every statement reads the latest commit).
+// Any other level (REPEATABLE READ, READ UNCOMMITTED, SERIALIZABLE) is
+// refused before anything is locked, begun or minted, with an error
+// matching [ErrFencing] and [ErrInvalidArgument] that names the level: its
+// one snapshot can predate a write committed while the mint waited (a
+// zombie holder's [CheckFenced] write), which fn would not see, and TiDB
+// has no way to move a snapshot forward. A session whose tidb_txn_mode is
+// not pessimistic is refused with [ErrFencing] before the mint. A write
+// conflict (TiDB error 9007) at the mint, at the COMMIT, or returned by fn
+// matches [ErrWriteConflict]: the transaction was rolled back, and can be
+// run again.
 func (l *Locker) DoTx(ctx context.Context, key string, db *sqlx.DB, opts *sql.TxOptions, fn func(ctx context.Context, tx *sqlx.Tx) error) error {
 	if db == nil || db.DB == nil {
 		return fail("", "", "invalid argument: DoTx: nil *sqlx.DB", ErrInvalidArgument)
@@ -121,11 +122,7 @@ func doTx[T txn](l *Locker, ctx context.Context, call, key string, db *sql.DB, o
 		return fail(key, "", call+": db is not the *sql.DB given to WithFencing, which holds the fence table "+f.quoted+": its transaction could not be fenced", ErrFencing)
 	}
 	if f != nil {
-		var isolation sql.IsolationLevel
-		if opts != nil {
-			isolation = opts.Isolation
-		}
-		return fencedDoTx(l, ctx, call, key, isolation, begin, fn)
+		return fencedDoTx(l, ctx, call, key, opts, begin, fn)
 	}
 	if isSerializable(opts) {
 		if ctx == nil {
@@ -200,7 +197,22 @@ func unfencedTx[T txn](ctx context.Context, call string, k *Lock, begin func(con
 // that holder still runs fn, off the path that holders of the key take one
 // after another (beginning while first in line measured no faster), and a
 // waiting caller holds no connection of the application's pool.
-func fencedDoTx[T txn](l *Locker, ctx context.Context, call, key string, isolation sql.IsolationLevel, begin func(context.Context) (T, error), fn func(ctx context.Context, tx T) error) (err error) {
+func fencedDoTx[T txn](l *Locker, ctx context.Context, call, key string, opts *sql.TxOptions, begin func(context.Context) (T, error), fn func(ctx context.Context, tx T) error) (err error) {
+	if ctx == nil {
+		panic("namedlock: nil Context")
+	}
+	if key == "" {
+		return errEmptyKey
+	}
+	f := l.cfg.fence
+	if err := f.verify(ctx); err != nil {
+		return err
+	}
+	if opts != nil {
+		if err := f.refuseLevel(call, key, opts.Isolation); err != nil {
+			return err
+		}
+	}
 	k, err := l.acquire(ctx, key, false, false, early{kind: earlyFencedTx}, nil)
 	if err != nil {
 		return err
@@ -235,8 +247,7 @@ func fencedDoTx[T txn](l *Locker, ctx context.Context, call, key string, isolati
 	k.sess.tokenNext = 0
 	l.mu.Unlock()
 	minting := time.Now()
-	var tok uint64
-	tx, tok, err = mintInTx(ctx, fctx, l.cfg.fence, tx, begin, isolation, key, k.q.name)
+	tok, err := f.mintInTx(fctx, tx, key, k.q.name)
 	fenceWait = time.Since(minting)
 	if err == nil {
 		k.token.Store(tok)
@@ -244,6 +255,9 @@ func fencedDoTx[T txn](l *Locker, ctx context.Context, call, key string, isolati
 		// waiting here may start now and wait at its own mint.
 		finish, _ = k.handOffEarly(early{kind: earlyFencedTx}) // the mint orders every later holder
 		err = fn(fctx, tx)
+		if err != nil && flavor.IsWriteConflict(err) {
+			err = alsoMatching(err, ErrWriteConflict) // rolled back below: it can run again
+		}
 	} else if cause := context.Cause(fctx); fctx.Err() != nil && cause != nil {
 		// The loss (or ctx, or Close) made the mint fail: say so once.
 		if isLost(cause) {

@@ -34,7 +34,8 @@ var (
 	ErrInvalidKey = errors.New("namedlock: invalid key")
 	// ErrInvalidArgument: a call was given an argument it cannot use — a
 	// nil fn, a nil database, [Locker.DoTx] given the lock pool itself as
-	// its database, a table name that is not a plain identifier. It is
+	// its database, a table name that is not a plain identifier, a fenced
+	// DoTx on TiDB at an isolation level it cannot fence. It is
 	// returned before anything is locked, counted or sent to the server.
 	ErrInvalidArgument = errors.New("namedlock: invalid argument")
 	// ErrClosed: the Locker was closed. Locks held at Close were released by it.
@@ -48,9 +49,11 @@ var (
 	// ErrInvalidOption: an option passed to [NewLocker] is out of range.
 	ErrInvalidOption = errors.New("namedlock: invalid option")
 	// ErrFencing: fencing is configured ([WithFencing]) but cannot be
-	// used as asked: the fence table does not exist, or [Locker.DoTx] was
-	// given another database than the one that holds it. Nothing was
-	// locked or written.
+	// used as asked: the fence table does not exist, [Locker.DoTx] was
+	// given another database than the one that holds it, or, on TiDB, an
+	// isolation level other than the default and READ COMMITTED, or a
+	// session in optimistic transaction mode. Nothing was locked or
+	// written.
 	ErrFencing = errors.New("namedlock: fencing misconfigured")
 	// ErrFenceWait: a fenced [Locker.DoTx] waited for the fence row longer
 	// than the server's innodb_lock_wait_timeout, because an earlier

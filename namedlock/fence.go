@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"sync/atomic"
 
 	"github.com/go-sql-driver/mysql"
@@ -40,18 +41,16 @@ type fenceTable struct {
 	// kind is db's flavor.Flavor, learned by verify. On TiDB a
 	// transaction's snapshot is taken at its first statement, before the
 	// mint waited for the fence row (flavor.SnapshotAtFirstStatement): see
-	// txOptions and mintInTx.
+	// txOptions, refuseLevel and mintInTx.
 	kind atomic.Int32
 }
 
 // ErrWriteConflict: on TiDB, a fenced [Locker.DoTx]'s transaction was
-// rolled back because the server found the fence row written by another
-// transaction after the snapshot it read from (TiDB error 9007, "Write
-// conflict", which stays matchable, when the server sent it): at its
-// COMMIT, or before fn ran, when 5 fresh transactions in a row each found
-// the fence row committed past its snapshot. Nothing of the transaction
-// was committed; run it again.
-var ErrWriteConflict = errors.New("namedlock: write conflict on the fence row: the transaction was rolled back")
+// rolled back after the server reported a write conflict (TiDB error 9007,
+// which stays matchable): at the mint, in one of fn's statements (which fn
+// returned), or at the COMMIT. Nothing of the transaction was committed;
+// run it again.
+var ErrWriteConflict = errors.New("namedlock: write conflict: the transaction was rolled back")
 
 // createStatement is the CREATE TABLE of a fence table: one row per lock
 // name (portable names are ASCII, at most 64 characters), one counter.
@@ -122,8 +121,8 @@ func (f *fenceTable) snapshotAtFirst() bool {
 // default isolation gets READ COMMITTED: its mint may wait for the fence
 // row until the previous holder's transaction commits, and its reads must
 // see that commit, which READ COMMITTED's per-statement snapshots do. Other
-// levels are kept as asked; mintInTx makes their single snapshot come after
-// the previous holder's commit.
+// levels are kept as asked (on TiDB, refuseLevel refuses all but READ
+// COMMITTED before this is asked).
 func (f *fenceTable) txOptions(opts *sql.TxOptions) *sql.TxOptions {
 	if !f.snapshotAtFirst() || (opts != nil && opts.Isolation != sql.LevelDefault) {
 		return opts
@@ -135,88 +134,42 @@ func (f *fenceTable) txOptions(opts *sql.TxOptions) *sql.TxOptions {
 	return &o
 }
 
-// maxSnapshotRetries bounds how many fresh transactions mintInTx begins
-// when each one's snapshot predates a commit of the fence row. A retry
-// follows a commit of another fenced transaction on the key between the
-// snapshot and the mint: the one this DoTx was handed the lock by early
-// (one retry), or a zombie holder of another instance.
-const maxSnapshotRetries = 5
-
-// rowQueryer is what mintInTx reads through: *sql.Tx and *sqlx.Tx.
-type rowQueryer interface {
-	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
-}
-
-// mintInTx mints a fenced DoTx's token inside tx, its transaction, begun
-// by begin at isolation (sql.LevelDefault when opts asked for none), and
-// returns the transaction the token is in with it: tx, or on TiDB a
-// transaction begun anew. Statements run on fctx; begin gets ctx, the
-// caller's, on which the transaction lives. On a failure the transaction
-// returned may already be rolled back (Rollback then does nothing).
-//
-// Elsewhere it is the mint alone. On TiDB (f.snapshotAtFirst), first, in
-// one round trip, it reads whether the session's transactions are
-// pessimistic, refusing an optimistic one with ErrFencing (it would take
-// no lock at its mint and fail at its COMMIT behind any other holder),
-// and, for a transaction that keeps one snapshot (every level but READ
-// COMMITTED, to which txOptions maps the default), reads the fence row's
-// token from that snapshot. The mint then waits for the row as everywhere
-// and returns the token after the newest one committed. If that is not the
-// snapshot's token + 1, a holder committed after the snapshot was taken
-// and fn would not see its writes: tx is rolled back and a new one begun,
-// whose snapshot comes after that commit. No fenced DoTx of this Locker
-// can mint in between (the lock is handed on only after this mint); a
-// zombie holder of another instance can, which costs one more retry. A
-// write conflict at the mint (TiDB's SERIALIZABLE, which reads and writes
-// at its snapshot and fails instead of waiting past it) is the same news
-// and gets the same retry.
-func mintInTx[T txn](ctx, fctx context.Context, f *fenceTable, tx T, begin func(context.Context) (T, error), isolation sql.IsolationLevel, key, name string) (T, uint64, error) {
-	if !f.snapshotAtFirst() {
-		tok, err := f.mint(fctx, tx, key, name, 1)
-		return tx, tok, err
-	}
-	snapshot := isolation != sql.LevelDefault && isolation != sql.LevelReadCommitted
-	var lastErr error
-	for range maxSnapshotRetries {
-		q, ok := any(tx).(rowQueryer)
-		if !ok {
-			return tx, 0, fail(key, "", "fenced transaction cannot read (no QueryRowContext)", ErrFencing)
-		}
+// mintInTx mints a fenced DoTx's token inside tx, its transaction (fn's
+// ctx, which a loss of the lock ends). On TiDB it first reads, in tx,
+// whether the session's transactions are pessimistic, and refuses an
+// optimistic one with ErrFencing: an optimistic transaction takes no lock
+// at its mint, so it would wait for nobody and fail at its COMMIT behind
+// any other holder.
+func (f *fenceTable) mintInTx(ctx context.Context, tx txn, key, name string) (uint64, error) {
+	if f.snapshotAtFirst() {
 		var pessimistic bool
-		var before sql.NullInt64
-		var err error
-		if snapshot {
-			err = q.QueryRowContext(fctx, "SELECT "+flavor.TxnModeExpr+", (SELECT token FROM "+f.quoted+" WHERE name = ?)", name).Scan(&pessimistic, &before)
-		} else {
-			err = q.QueryRowContext(fctx, "SELECT "+flavor.TxnModeExpr).Scan(&pessimistic)
-		}
-		if err != nil {
-			return tx, 0, fail(key, "", "no fencing token minted in "+f.quoted+": read the transaction mode: "+err.Error(), err)
+		if err := tx.QueryRowContext(ctx, "SELECT "+flavor.TxnModeExpr).Scan(&pessimistic); err != nil {
+			return 0, fail(key, "", "no fencing token minted in "+f.quoted+": read the transaction mode: "+err.Error(), err)
 		}
 		if !pessimistic {
-			return tx, 0, fail(key, "", "fencing misconfigured: the application's session runs TiDB transactions in optimistic mode (tidb_txn_mode is not 'pessimistic'): a fenced DoTx there takes no lock at its mint, so it cannot wait for the previous holder's commit; set tidb_txn_mode = 'pessimistic' (TiDB's default) for the pool given to WithFencing", ErrFencing)
+			return 0, fail(key, "", "fencing misconfigured: the application's session runs TiDB transactions in optimistic mode (tidb_txn_mode is not 'pessimistic'): a fenced DoTx there takes no lock at its mint, so it cannot wait for the previous holder's commit; set tidb_txn_mode = 'pessimistic' (TiDB's default) for the pool given to WithFencing", ErrFencing)
 		}
-		tok, err := f.mint(fctx, tx, key, name, 1)
-		switch {
-		case err == nil && (!snapshot || tok == uint64(before.Int64)+1):
-			return tx, tok, nil
-		case err == nil:
-			lastErr = fmt.Errorf("the transaction's snapshot has token %d, the mint %d", before.Int64, tok)
-		case errors.Is(err, ErrWriteConflict) && snapshot:
-			lastErr = err
-		default:
-			return tx, 0, err
-		}
-		// A commit of the fence row came after this snapshot: again, in a
-		// transaction whose snapshot comes after it.
-		_ = tx.Rollback()
-		next, err := begin(ctx)
-		if err != nil {
-			return tx, 0, fail(key, "", "begin again after a commit of the fence row newer than the transaction's snapshot: "+err.Error(), err)
-		}
-		tx = next
 	}
-	return tx, 0, fail(key, "", fmt.Sprintf("the fence row %s was committed past the transaction's snapshot %d times in a row (%v)", f.quoted, maxSnapshotRetries, lastErr), ErrWriteConflict, lastErr)
+	return f.mint(ctx, tx, key, name, 1)
+}
+
+// refuseLevel returns the error of a fenced DoTx (or DoSQLTx, named by
+// call) asked for isolation on a server where it cannot be fenced, nil
+// otherwise. On TiDB a transaction at a level that keeps one snapshot
+// (REPEATABLE READ, and READ UNCOMMITTED and SERIALIZABLE, which TiDB runs
+// as snapshots when tidb_skip_isolation_level_check is on) reads from a
+// snapshot taken at its first statement. The mint may wait for the fence
+// row behind another transaction, and a write that commits meanwhile
+// without touching the fence row (a zombie holder's CheckFenced write) is
+// older than the mint's token but newer than that snapshot: fn would read
+// around it. Nothing in TiDB moves a transaction's snapshot forward, so
+// only the default level (run as READ COMMITTED, see txOptions) and READ
+// COMMITTED, whose statements each read the latest commit, are fenced.
+func (f *fenceTable) refuseLevel(call, key string, isolation sql.IsolationLevel) error {
+	if !f.snapshotAtFirst() || isolation == sql.LevelDefault || isolation == sql.LevelReadCommitted {
+		return nil
+	}
+	return fail(key, "", "fencing misconfigured: "+call+" at "+strings.ToUpper(isolation.String())+" cannot be fenced on TiDB, whose transactions at that level read from a snapshot taken at their first statement, which can be older than a commit made while the mint waited: use the default level or READ COMMITTED, which on TiDB read the latest commit at every statement", ErrFencing, ErrInvalidArgument)
 }
 
 // execer runs a statement: a *sql.DB (autocommit) or a transaction.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"fmt"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -43,6 +44,47 @@ func levelOpts(level sql.IsolationLevel) *sql.TxOptions {
 	return &sql.TxOptions{Isolation: level}
 }
 
+// refusesLevel reports whether a fenced DoTx on srv is refused at level:
+// on TiDB at every level but the default and READ COMMITTED, since a
+// transaction there that keeps one snapshot takes it before its mint
+// waited and can miss a commit made meanwhile.
+func refusesLevel(srv *testdb.Server, level sql.IsolationLevel) bool {
+	return srv.Flavor == flavor.TiDB && level != sql.LevelDefault && level != sql.LevelReadCommitted
+}
+
+// checkRefused runs a fenced DoTx of in on key at level, on app (which
+// holds the fence table), and checks that it is refused before anything
+// runs: an error matching ErrFencing and ErrInvalidArgument that names the
+// level and what to use instead; fn never runs; nothing is acquired,
+// waited for or held; no token is minted (the fence table has no row for
+// key).
+func checkRefused(t *testing.T, srv *testdb.Server, in *instance, app *sqlx.DB, table, key string, level sql.IsolationLevel) {
+	t.Helper()
+	ctx := testCtx(t, 30*time.Second)
+	before := in.locker.Stats()
+	err := in.locker.DoTx(ctx, key, app, levelOpts(level), func(context.Context, *sqlx.Tx) error {
+		t.Errorf("%s, %v: fn ran", srv.Name, level)
+		return nil
+	})
+	t.Logf("%s, %v: %v", srv.Name, level, err)
+	if !errors.Is(err, namedlock.ErrFencing) || !errors.Is(err, namedlock.ErrInvalidArgument) {
+		t.Errorf("DoTx at %v = %v, want ErrFencing and ErrInvalidArgument", level, err)
+	} else if msg := err.Error(); !strings.Contains(msg, strings.ToUpper(level.String())) || !strings.Contains(msg, "READ COMMITTED") {
+		t.Errorf("DoTx at %v = %q: want it to name the level and say to use the default level or READ COMMITTED", level, msg)
+	}
+	st := in.locker.Stats()
+	if st.Acquired != before.Acquired || st.NotAcquired != before.NotAcquired || st.ServerAcquisitions != before.ServerAcquisitions || st.Held != 0 || st.FencedCommits != before.FencedCommits {
+		t.Errorf("stats %+v after %+v: a refused DoTx locked, waited or committed", st, before)
+	}
+	var n int
+	if err := app.QueryRowContext(ctx, "SELECT COUNT(*) FROM `"+table+"` WHERE name = ?", keyfmt.Portable(key)).Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	if n != 0 {
+		t.Errorf("a refused DoTx minted a token: the fence table has %d row(s) for its key", n)
+	}
+}
+
 // TestFencedDoTxIsolation: one fenced Locker, one key, 8 goroutines × 10
 // fenced read-increment-write DoTx, at every isolation level a caller can
 // ask for: each one reads what the previous holder committed, although the
@@ -51,7 +93,9 @@ func levelOpts(level sql.IsolationLevel) *sql.TxOptions {
 // equals the number of DoTx that returned nil, and every one did. On TiDB,
 // whose transactions read from a snapshot taken at their first statement
 // (before the mint waited), this lost 36 of 80 updates at REPEATABLE READ
-// when only the default level was mapped to READ COMMITTED.
+// when that level ran as asked; there the default level and READ
+// COMMITTED run the 80, and every other level is refused before anything
+// runs (checkRefused).
 func TestFencedDoTxIsolation(t *testing.T) {
 	srv := testdb.RequireReal(t)
 	leakCheck(t)
@@ -59,9 +103,13 @@ func TestFencedDoTxIsolation(t *testing.T) {
 		t.Run(strings.ReplaceAll(level.String(), " ", ""), func(t *testing.T) {
 			app := testdb.OpenDB(t, fenceLevelDSN(srv))
 			appx := sqlx.NewDb(app, "mysql")
-			in, _ := fenced(t, app)
-			counter := counterTable(t, appx, 1)
+			in, table := fenced(t, app)
 			key := uniqueKey(t, "iso")
+			if refusesLevel(srv, level) {
+				checkRefused(t, srv, in, appx, table, key, level)
+				return
+			}
+			counter := counterTable(t, appx, 1)
 			ctx := testCtx(t, 180*time.Second)
 			var commits atomic.Int64
 			var mu sync.Mutex
@@ -109,8 +157,9 @@ func TestFencedDoTxIsolation(t *testing.T) {
 // for A's fence row. A, a zombie that ignores its cancelled ctx, writes
 // what it read plus one and commits. B must read A's commit (1), at every
 // isolation level a caller can ask for, and write 2. On TiDB at REPEATABLE
-// READ, before a fenced DoTx made its snapshot come after the previous
-// holder's commit, B read 0.
+// READ, when that level ran as asked, B read 0; there every level but the
+// default and READ COMMITTED is now refused before anything runs
+// (checkRefused).
 func TestFencedDoTxZombieIsolation(t *testing.T) {
 	srv := testdb.RequireReal(t)
 	leakCheck(t)
@@ -119,9 +168,13 @@ func TestFencedDoTxZombieIsolation(t *testing.T) {
 			app := testdb.OpenDB(t, fenceLevelDSN(srv))
 			appx := sqlx.NewDb(app, "mysql")
 			a, table := fenced(t, app)
+			key := uniqueKey(t, "zombie")
+			if refusesLevel(srv, level) {
+				checkRefused(t, srv, a, appx, table, key, level)
+				return
+			}
 			b := newInstance(t, "", namedlock.WithFencing(app, table))
 			counter := counterTable(t, appx, 1)
-			key := uniqueKey(t, "zombie")
 			name := keyfmt.Portable(key)
 			ctx := testCtx(t, 60*time.Second)
 
@@ -201,8 +254,9 @@ func TestFencedDoTxZombieIsolation(t *testing.T) {
 // application pool's DSN) with ErrFencing before fn runs, since an
 // optimistic transaction takes no lock at its mint and would fail at its
 // COMMIT behind any other holder; and without
-// tidb_skip_isolation_level_check, TiDB itself refuses SERIALIZABLE at
-// BEGIN (error 8048), before fn or the mint.
+// tidb_skip_isolation_level_check, SERIALIZABLE (which TiDB itself would
+// refuse at BEGIN, error 8048) is refused by the fenced DoTx first, as at
+// every level but the default and READ COMMITTED.
 func TestFencedDoTxTiDBModes(t *testing.T) {
 	srv := testdb.Get(t)
 	if srv.Flavor != flavor.TiDB {
@@ -217,7 +271,7 @@ func TestFencedDoTxTiDBModes(t *testing.T) {
 
 	app := testdb.OpenDB(t, srv.DSN+paramSep(srv.DSN)+"tidb_txn_mode=%27optimistic%27")
 	in, _ := fenced(t, app)
-	for _, level := range []sql.IsolationLevel{sql.LevelDefault, sql.LevelRepeatableRead} {
+	for _, level := range []sql.IsolationLevel{sql.LevelDefault, sql.LevelReadCommitted} {
 		err := in.locker.DoTx(ctx, uniqueKey(t, "opt"), sqlx.NewDb(app, "mysql"), levelOpts(level), fn)
 		t.Logf("%s, optimistic, %v: %v", srv.Name, level, err)
 		if !errors.Is(err, namedlock.ErrFencing) || !strings.Contains(err.Error(), "optimistic") {
@@ -229,11 +283,50 @@ func TestFencedDoTxTiDBModes(t *testing.T) {
 	}
 
 	plain := testdb.OpenDB(t, srv.DSN)
-	in, _ = fenced(t, plain)
-	err := in.locker.DoTx(ctx, uniqueKey(t, "ser"), sqlx.NewDb(plain, "mysql"), levelOpts(sql.LevelSerializable), fn)
-	t.Logf("%s, SERIALIZABLE without tidb_skip_isolation_level_check: %v", srv.Name, err)
+	in, table := fenced(t, plain)
+	checkRefused(t, srv, in, sqlx.NewDb(plain, "mysql"), table, uniqueKey(t, "ser"), sql.LevelSerializable)
+}
+
+// TestFencedDoTxFnWriteConflict: a fenced DoTx whose fn returns TiDB's
+// write conflict (error 9007, which fn's statements can get at READ
+// COMMITTED in pessimistic mode when tidb_rc_read_check_ts is on and a
+// read's one retry conflicts again; here fn returns one itself, wrapped,
+// after an UPDATE) returns an error that matches ErrWriteConflict and
+// still fn's error and the *mysql.MySQLError, with fn's text; the
+// transaction is rolled back (the UPDATE is gone) and nothing is counted
+// as committed.
+func TestFencedDoTxFnWriteConflict(t *testing.T) {
+	srv := testdb.RequireReal(t)
+	leakCheck(t)
+	app := testdb.OpenDB(t, srv.DSN)
+	appx := sqlx.NewDb(app, "mysql")
+	in, _ := fenced(t, app)
+	counter := counterTable(t, appx, 1)
+	ctx := testCtx(t, 30*time.Second)
+	conflict := &mysql.MySQLError{Number: 9007, Message: "Write conflict, txnStartTS=1, conflictStartTS=2, conflictCommitTS=3, key={tableID=1, handle=1} [try again later]"}
+	errFn := errors.New("fn's read")
+	err := in.locker.DoTx(ctx, uniqueKey(t, "wc"), appx, nil, func(ctx context.Context, tx *sqlx.Tx) error {
+		if _, err := tx.ExecContext(ctx, "UPDATE "+counter+" SET v = 100 WHERE id = 1"); err != nil {
+			return err
+		}
+		return fmt.Errorf("%w: %w", errFn, conflict)
+	})
+	t.Logf("%s: fn returned a 9007: %v", srv.Name, err)
 	var me *mysql.MySQLError
-	if !errors.As(err, &me) || me.Number != 8048 {
-		t.Errorf("DoTx at SERIALIZABLE = %v, want TiDB's refusal (error 8048)", err)
+	if !errors.Is(err, namedlock.ErrWriteConflict) || !errors.Is(err, errFn) || !errors.As(err, &me) || me.Number != 9007 {
+		t.Errorf("DoTx = %v, want it to match ErrWriteConflict, fn's error and the 9007", err)
+	}
+	if err != nil && !strings.Contains(err.Error(), "fn's read") {
+		t.Errorf("DoTx = %q, want fn's text", err)
+	}
+	var v int64
+	if err := app.QueryRowContext(ctx, "SELECT v FROM "+counter+" WHERE id = 1").Scan(&v); err != nil {
+		t.Fatal(err)
+	}
+	if v != 0 {
+		t.Errorf("counter %d: fn's UPDATE was committed, want it rolled back", v)
+	}
+	if st := in.locker.Stats(); st.FencedCommits != 0 || st.Held != 0 {
+		t.Errorf("stats %+v: want no fenced commit and nothing held", st)
 	}
 }

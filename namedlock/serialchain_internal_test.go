@@ -28,6 +28,12 @@ func (t *chainTx) ExecContext(context.Context, string, ...any) (sql.Result, erro
 	return nil, nil
 }
 
+// QueryRowContext is never called on the serializable path; it is here
+// because a txn can also be fenced, whose mint reads a row.
+func (t *chainTx) QueryRowContext(context.Context, string, ...any) *sql.Row {
+	panic("chainTx: QueryRowContext")
+}
+
 func (t *chainTx) Commit() error {
 	if t.gate != nil {
 		<-t.gate

@@ -1,9 +1,15 @@
 package namedlock
 
+import (
+	"context"
+	"database/sql"
+)
+
 // txn is what DoTx needs of a transaction: *sqlx.Tx (DoTx) and *sql.Tx
 // (DoSQLTx) share one implementation over it.
 type txn interface {
 	execer
+	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
 	Commit() error
 	Rollback() error
 }
