@@ -43,8 +43,12 @@ func TestFaultChaosKills(t *testing.T) {
 		workers   = 8
 		keys      = 4
 		sections  = 480
-		keepAlive = 100 * time.Millisecond
+		// maxSections bounds the run when the chaos lands few KILLs.
+		maxSections = 8 * sections
+		keepAlive   = 100 * time.Millisecond
 	)
+	// bitten: enough KILLs landed for the run to test loss handling.
+	bitten := func(kills int64) bool { return kills >= 5 }
 	adm := faultAdmin(t, srv.DSN)
 	prim := sqlx.NewDb(testdb.OpenDB(t, srv.DSN), "mysql")
 	prim.SetMaxOpenConns(instances*workers + 4)
@@ -159,7 +163,11 @@ func TestFaultChaosKills(t *testing.T) {
 				rng := rand.New(rand.NewPCG(uint64(i), uint64(w)))
 				for {
 					sec := int(budget.Add(1))
-					if sec > sections {
+					// Past the planned sections the run goes on until
+					// the chaos has bitten (a slow server or a busy
+					// machine lands fewer KILLs per section), up to
+					// maxSections.
+					if sec > maxSections || (sec > sections && bitten(kills.Load())) {
 						return
 					}
 					key := names[rng.IntN(keys)]
@@ -296,10 +304,10 @@ func TestFaultChaosKills(t *testing.T) {
 	}
 	t.Logf("chaos: counters total %d; %d sections committed, %d told sections rolled back; %d committed sections read a value another had read too (lost updates, all caused by told sections committing after their loss)",
 		total, len(committed), rolledBack, lostUpdates)
-	if len(results) != sections {
-		t.Errorf("%d sections recorded, want %d", len(results), sections)
+	if n := int(min(budget.Load()-int64(instances*workers), maxSections)); len(results) != n {
+		t.Errorf("%d sections recorded, want %d", len(results), n)
 	}
-	if kills.Load() < 5 || told == 0 {
+	if !bitten(kills.Load()) || told == 0 {
 		t.Errorf("only %d KILLs and %d told sections: the chaos did not bite", kills.Load(), told)
 	}
 	if zombies == 0 && total != notTold {
