@@ -122,3 +122,61 @@ func TestReviewCloseCountWaitLeaseExpires(t *testing.T) {
 		t.Errorf("D read %d, counter %d; want 1 and 2 (A's increment committed before D read)", read, v)
 	}
 }
+
+// TestReviewCloseWaitsForBeginAtHead: a DoTx at SERIALIZABLE first in line
+// for a key begins its transaction while it is at the head of the key's
+// queue, before it goes to the server, on its own ctx. Close waits until
+// every queue is gone (the drained wait), and that queue goes only once the
+// BEGIN has returned: Close, which is to fail waiting callers at once, is
+// held up by a BEGIN waiting for a connection of the application's pool,
+// bounded by nothing Close ends. Here the caller's ctx never ends and the
+// pool's only connection is held by the goroutine that calls Close (a
+// shutdown inside a transaction): Close never returns until that
+// connection is let go.
+func TestReviewCloseWaitsForBeginAtHead(t *testing.T) {
+	leakCheck(t)
+	srv := requireSerialLocks(t)
+	app := testdb.OpenDB(t, srv.DSN)
+	app.SetMaxOpenConns(1)
+	table := counterTable(t, sqlx.NewDb(testdb.OpenDB(t, srv.DSN), "mysql"), 1)
+	l := newInstance(t, srv.DSN).locker
+	ctx := testCtx(t, time.Minute)
+	serializable := &sql.TxOptions{Isolation: sql.LevelSerializable}
+	// The Locker learns app's server (one look, then remembered).
+	if err := l.DoSQLTx(ctx, keyfmt.Key(table, 0), app, serializable, func(context.Context, *sql.Tx) error { return nil }); err != nil {
+		t.Fatal(err)
+	}
+	conn, err := app.Conn(ctx) // the pool's only connection
+	if err != nil {
+		t.Fatal(err)
+	}
+	release := sync.OnceFunc(func() { _ = conn.Close() })
+	t.Cleanup(release)
+
+	bDone := make(chan error, 1)
+	go func() {
+		bDone <- l.DoSQLTx(context.Background(), keyfmt.Key(table, 1), app, serializable, func(context.Context, *sql.Tx) error { return nil })
+	}()
+	poll(t, "B not waiting for a connection of app", func() bool { return app.Stats().WaitCount > 0 && l.Stats().Waiting == 1 })
+
+	closed := make(chan error, 1)
+	go func() { closed <- l.Close() }()
+	const bound = 5 * time.Second
+	returned := false
+	select {
+	case err := <-closed:
+		returned = true
+		t.Logf("%s: Close returned %v with B's BEGIN still waiting", srv.Name, err)
+	case <-time.After(bound):
+		t.Errorf("%s: Close has not returned after %v: it waits for B's BEGIN at the head of its queue, which waits for the app pool's connection (held by Close's own caller)", srv.Name, bound)
+	}
+	release()
+	bErr := <-bDone
+	t.Logf("%s: B: %v", srv.Name, bErr)
+	if !errors.Is(bErr, namedlock.ErrClosed) {
+		t.Errorf("B = %v, want ErrClosed", bErr)
+	}
+	if !returned {
+		<-closed
+	}
+}
