@@ -321,9 +321,6 @@ wait:
 // takeAtServer is run by the head of q: it takes the server lock on a
 // pinned connection, then installs itself as q's holder.
 func (l *Locker) takeAtServer(ctx context.Context, q *queue, key string, try bool) (*Lock, error) {
-	// Close ends a wait at the server (or for a pool connection) at once.
-	// A ctx that can never end needs no merging: l.closing alone will do,
-	// without a context and a registration with l.closing per acquisition.
 	l.mu.Lock()
 	if l.closed {
 		// Close ran while the head was not yet at the server (a DoTx at
@@ -334,6 +331,9 @@ func (l *Locker) takeAtServer(ctx context.Context, q *queue, key string, try boo
 	}
 	l.stmts++ // Close waits for the take (and a release after it)
 	l.mu.Unlock()
+	// Close ends a wait at the server (or for a pool connection) at once.
+	// A ctx that can never end needs no merging: l.closing alone will do,
+	// without a context and a registration with l.closing per acquisition.
 	sctx, cancel := l.closing, context.CancelCauseFunc(func(error) {})
 	stop := func() bool { return true }
 	if ctx.Done() != nil {
@@ -544,12 +544,12 @@ func (l *Locker) Close() error {
 	l.closed = true
 	l.closeDone = make(chan struct{})
 	defer close(l.closeDone)
-	type held struct {
+	type owned struct {
 		q   *queue
 		s   *session
 		key string // the key of the session's holder (its name if none)
 	}
-	var give []held
+	var give []owned
 	var taken []Event // the holds Close ends, for the observer
 	for name, q := range l.queues {
 		q.fail(ErrClosed)
@@ -566,7 +566,7 @@ func (l *Locker) Close() error {
 		if s := q.sess; s != nil {
 			// Close gives it back (toServerLocked); q keeps it until then.
 			q.holder, q.linger = nil, nil
-			give = append(give, held{q, s, key})
+			give = append(give, owned{q, s, key})
 		}
 		// A queue without a session has its head at the server, or
 		// releasing to it (a statement Close waits for, below), or not
