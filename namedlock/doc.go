@@ -51,8 +51,11 @@
 // line, once fn has returned (see [Locker.DoTx]). On one hot key this is what lets the
 // next transaction start while the last one's COMMIT is on its way, as
 // transactions queued on a row lock do. A lock handed on that way at
-// SERIALIZABLE goes to no other kind of holder (nor back to the server)
-// before every COMMIT it was handed ahead of has returned.
+// SERIALIZABLE goes to no other kind of holder (nor back to the server,
+// also by Close) before every COMMIT it was handed ahead of has returned,
+// unless it is lost meanwhile: another instance may then take it at the
+// server first, as after any loss during an unfenced COMMIT. A COMMIT that
+// returned an error on the client's side counts as returned.
 //
 // A wait that ends because ctx ended returns an error matching both
 // [ErrNotAcquired] and ctx.Err(). The driver only closes its socket on

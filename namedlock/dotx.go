@@ -58,11 +58,18 @@ import (
 // another instance at the server — gets the lock only once every COMMIT of
 // the DoTx that handed it on this way before it has returned: a DoTx that
 // got the lock early hands it to anyone but the next such DoTx, and
-// returns (also when its ctx ended, or its begin or fn failed), only once
-// the COMMITs before it have returned. Each of those is bounded only by its
-// own connection (the driver's readTimeout, if set on db). Of the callers
-// waiting for a key, only the first in line holds a connection of db. fn must read through tx: a read through db
-// itself may not see the previous holder's commit yet. The
+// returns (also when its ctx ended, Close took its lock, or its begin or fn
+// failed), only once the COMMITs before it have returned; so does Close
+// before it releases the lock. Each of those is bounded only by its own
+// connection (the driver's readTimeout, if set on db); a COMMIT that
+// returns an error on the client's side (a broken connection, that
+// timeout) counts as returned, although the server may still apply it.
+// One exception: when the lock is lost while such COMMITs are pending,
+// another instance may take it at the server before they land, as with
+// any DoTx without fencing that loses its lock during its COMMIT. Of the
+// callers waiting for a key, only the first in line holds a connection of
+// db. fn must read through tx: a read through db itself may not see the
+// previous holder's commit yet. The
 // server orders these transactions even when the named lock is lost (two
 // that conflict then may end in a deadlock error instead); the errors are
 // those of DoTx without fencing. On other servers, and with fencing, the

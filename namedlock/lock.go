@@ -147,7 +147,11 @@ func (k *Lock) releaseWithin(timeout time.Duration, observe bool) error {
 func (k *Lock) release(ctx context.Context, timeout time.Duration, observe bool) error {
 	l := k.l
 	l.mu.Lock()
-	k.awaitCommitsLocked()
+	if !k.freed || k.state == stateClosed {
+		// Not let go of by its holder yet (Close may have taken it): it
+		// returns only once the COMMITs it was handed ahead of have.
+		l.awaitCommitsLocked(k.sess)
+	}
 	if k.freed {
 		err := k.err
 		if k.state == stateReleased {
@@ -256,28 +260,14 @@ func (k *Lock) afterPassOn(released time.Time, linger chan struct{}) (done bool,
 	return false, err
 }
 
-// releaseToServer runs RELEASE_LOCK for k's session, bounded by timeout (0:
-// by ctx alone), then lets the next local waiter, if any, go to the server.
-// proveErr is a loss already found by a proof. Called with l.mu held; returns
-// with it released.
+// releaseToServer gives k's session back to the server (toServerLocked),
+// bounded by timeout (0: by ctx alone). proveErr is a loss already found by
+// a proof. Called with l.mu held; returns with it released.
 func (k *Lock) releaseToServer(ctx context.Context, timeout time.Duration, proveErr error) error {
-	l, q, s := k.l, k.q, k.sess
-	// The queue stays busy (no holder) until advance, so no local caller
-	// goes to the server meanwhile.
-	q.detach()
-	l.mu.Unlock()
-	err := forKey(k.key, s.release(ctx, timeout))
+	err := forKey(k.key, k.l.toServerLocked(ctx, k.q, k.sess, timeout, k))
 	if proveErr != nil {
 		err = proveErr // s was found lost (or the Locker closing) by prove
 	}
-	l.mu.Lock()
-	if isLost(err) && k.state != stateLost {
-		// Found lost by the release itself: Err and later Releases say so.
-		k.state, k.err = stateLost, err
-		l.stats.lost.Add(1)
-	}
-	l.advanceLocked(q)
-	l.mu.Unlock()
 	return err
 }
 
@@ -319,13 +309,15 @@ func (l *Locker) lostFound(s *session, loss error) {
 // once fn has returned: the next one, on the same database and begun once
 // first in line, reads only after this transaction ends what this one
 // wrote. Only such a DoTx is ordered by the server; so the COMMIT is
-// counted on the session (session.commits) until ended is called, and no
-// holder of the session lets it go other than by another early handoff
-// until every COMMIT counted there has returned (awaitCommitsLocked, and
-// Close): a Do, an Acquire, a DoTx of another kind, a caller taking over a
-// linger, another instance at the server get the lock only after every
-// COMMIT of the chain of early handoffs that came before them. Either way
-// the lock can go before the COMMIT, as InnoDB lets a row lock go.
+// counted on the session (session.commits) until ended is called, and
+// neither a holder of the session nor Close lets it go other than by
+// another early handoff until every COMMIT counted there has returned
+// (Locker.awaitCommitsLocked; the session stays under the keep-alive
+// meanwhile): a Do, an Acquire, a DoTx of another kind, a caller taking
+// over a linger, another instance at the server get the lock only after
+// every COMMIT of the chain of early handoffs that came before them,
+// unless the session is lost meanwhile. Either way the lock can go before
+// the COMMIT, as InnoDB lets a row lock go.
 func (k *Lock) handOffEarly(e early) (finish func() error, ended func()) {
 	l, q, s := k.l, k.q, k.sess
 	l.mu.Lock()
@@ -353,19 +345,4 @@ func (k *Lock) handOffEarly(e early) (finish func() error, ended func()) {
 		l.observe(ev)
 		return err
 	}, ended
-}
-
-// awaitCommitsLocked waits, unless k has been let go of already, until no
-// COMMIT that k's session was handed ahead of (handOffEarly) is in flight:
-// only then may k's lock go anywhere but to an early waiter. It is not
-// bounded by any ctx of k's holder: each of those COMMITs is bounded only
-// by its own connection, and the lock must not go before it has returned.
-// l.mu held; released while it waits.
-func (k *Lock) awaitCommitsLocked() {
-	for s := k.sess; !k.freed && s.commits > 0; {
-		ch := s.commitsDone
-		k.l.mu.Unlock()
-		<-ch
-		k.l.mu.Lock()
-	}
 }

@@ -35,9 +35,14 @@ type Locker struct {
 	mu     sync.Mutex
 	queues map[string]*queue // by server lock name
 	closed bool
-	// drained, set by Close while queues is not yet empty, is closed when
-	// the last queue is removed: no statement of this Locker is then
-	// acquiring or releasing a server lock.
+	// closeDone is made by the first Close and closed when it returns.
+	closeDone chan struct{}
+	// stmts counts the acquisitions at the server (srv.take, and the
+	// release of a lock granted once Close had begun) and the RELEASE_LOCKs
+	// in flight; a new one is counted only while the Locker is not closed
+	// (or by Close itself). drained, made by Close while stmts > 0, is
+	// closed when it drops to 0 (stmtDoneLocked).
+	stmts   int
 	drained chan struct{}
 
 	closing context.Context         // cancelled (cause ErrClosed) as Close starts: ends server waits
@@ -316,6 +321,16 @@ wait:
 // takeAtServer is run by the head of q: it takes the server lock on a
 // pinned connection, then installs itself as q's holder.
 func (l *Locker) takeAtServer(ctx context.Context, q *queue, key string, try bool) (*Lock, error) {
+	l.mu.Lock()
+	if l.closed {
+		// Close ran while the head was not yet at the server (a DoTx at
+		// SERIALIZABLE beginning its transaction): it did not wait for it.
+		l.advanceLocked(q)
+		l.mu.Unlock()
+		return nil, ErrClosed
+	}
+	l.stmts++ // Close waits for the take (and a release after it)
+	l.mu.Unlock()
 	// Close ends a wait at the server (or for a pool connection) at once.
 	// A ctx that can never end needs no merging: l.closing alone will do,
 	// without a context and a registration with l.closing per acquisition.
@@ -342,6 +357,7 @@ func (l *Locker) takeAtServer(ctx context.Context, q *queue, key string, try boo
 		l.mu.Lock()
 		err = ErrClosed
 	}
+	l.stmtDoneLocked()
 	if err != nil {
 		l.advanceLocked(q)
 		l.mu.Unlock()
@@ -377,15 +393,62 @@ func (l *Locker) advanceLocked(q *queue) {
 	if !q.advance(l.closed) && l.queues[q.name] == q {
 		delete(l.queues, q.name)
 		l.budget.give(1) // its connection is back in the pool, or discarded
-		if len(l.queues) == 0 && l.drained != nil {
-			close(l.drained)
-			l.drained = nil
-		}
 	}
 }
 
-// held returns the sessions held now (or lingering) and not known lost: what
-// the keep-alive checks.
+// stmtDoneLocked counts down a statement counted in l.stmts. l.mu held.
+func (l *Locker) stmtDoneLocked() {
+	l.stmts--
+	if l.stmts == 0 && l.drained != nil {
+		close(l.drained)
+		l.drained = nil
+	}
+}
+
+// toServerLocked gives s, q's server lock, back to the server: once no
+// COMMIT that s was handed ahead of is in flight (q keeps s meanwhile, so
+// the keep-alive goes on checking it and a loss is found), it runs
+// RELEASE_LOCK, bounded by timeout (0: by ctx alone), then lets q's next
+// waiter go to the server, or removes q. k, if not nil, is the holder that
+// let go: a loss the release finds is recorded on it. Lock.release and
+// Close both give a lock back this way. l.mu held; returns with it
+// released.
+func (l *Locker) toServerLocked(ctx context.Context, q *queue, s *session, timeout time.Duration, k *Lock) error {
+	l.awaitCommitsLocked(s)
+	// The queue stays busy (no holder) until advance, so no local caller
+	// goes to the server meanwhile.
+	q.detach()
+	l.stmts++
+	l.mu.Unlock()
+	err := s.release(ctx, timeout)
+	l.mu.Lock()
+	if k != nil && isLost(err) && k.state != stateLost {
+		// Found lost by the release itself: Err and later Releases say so.
+		k.state, k.err = stateLost, forKey(k.key, err)
+		l.stats.lost.Add(1)
+	}
+	l.stmtDoneLocked()
+	l.advanceLocked(q)
+	l.mu.Unlock()
+	return err
+}
+
+// awaitCommitsLocked waits until no COMMIT that s was handed ahead of
+// (Lock.handOffEarly) is in flight: only then may s's lock go anywhere but
+// to an early waiter. It is not bounded by any ctx: each of those COMMITs
+// is bounded only by its own connection, and the lock must not go before
+// it has returned. l.mu held; released while it waits.
+func (l *Locker) awaitCommitsLocked(s *session) {
+	for s.commits > 0 {
+		ch := s.commitsDone
+		l.mu.Unlock()
+		<-ch
+		l.mu.Lock()
+	}
+}
+
+// held returns the sessions held now (or lingering, or waiting to be given
+// back: toServerLocked) and not known lost: what the keep-alive checks.
 func (l *Locker) held() []*session {
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -450,31 +513,44 @@ func (l *Locker) observe(e Event) {
 // Close releases every lock the Locker holds (their holders see [Lock.Done]
 // close and [Lock.Err] return [ErrClosed]; Do cancels fn's context with that
 // cause), fails waiting callers with [ErrClosed], stops the Locker's
-// goroutines and waits for them. It does not close the *sql.DB. A second
-// Close returns ErrClosed.
+// goroutines and waits for them. It does not close the *sql.DB. A later
+// Close, or one concurrent with it, returns ErrClosed once the first has
+// returned.
 //
-// When Close returns, no server lock of this Locker is held, and none is
-// being acquired or released: Close ends every GET_LOCK in flight (a wait's
-// session is killed, as for a cancelled wait; Close runs the KILLs queued,
-// within 2 s in all), waits for the acquisitions to end — releasing a lock
-// granted meanwhile — and for a RELEASE_LOCK begun before Close (bounded by
-// [WithReleaseTimeout], or by the ctx given to [Lock.Release]). On TiDB,
+// When any Close returns, no server lock of this Locker is held, and none
+// is being acquired or released: Close ends every GET_LOCK in flight (a
+// wait's session is killed, as for a cancelled wait; Close runs the KILLs
+// queued, within 2 s in all), waits for the acquisitions at the server to
+// end — releasing a lock granted meanwhile — and for a RELEASE_LOCK begun
+// before Close (bounded by [WithReleaseTimeout], or by the ctx given to
+// [Lock.Release]). A caller not yet at the server is not waited for (a
+// DoTx at SERIALIZABLE beginning its transaction, first in line, on the
+// application's pool): it gets ErrClosed without going there. On TiDB,
 // where a KILL cannot end a wait, a wait given up on stays at the server
 // until its 1 s slice ends (see TiDB). Before Close releases a lock that a
 // DoTx at SERIALIZABLE handed on before its COMMIT, it waits for that
-// COMMIT to return (bounded only by the connection it runs on): the lock
-// never goes to anyone else before the COMMITs it was handed ahead of.
+// COMMIT to return (bounded only by the connection it runs on), while the
+// keep-alive goes on checking the lock: the lock goes to no one else before
+// the COMMITs it was handed ahead of, unless it is lost meanwhile (another
+// instance may then take it first; Close's error matches [ErrLockLost]).
 func (l *Locker) Close() error {
 	l.mu.Lock()
 	if l.closed {
+		done := l.closeDone
 		l.mu.Unlock()
+		<-done // the first Close's guarantee holds when this one returns
 		return ErrClosed
 	}
 	l.closed = true
-	var sessions []*session
-	var keys []string // the key of each session's holder (its name if none)
+	l.closeDone = make(chan struct{})
+	defer close(l.closeDone)
+	type owned struct {
+		q   *queue
+		s   *session
+		key string // the key of the session's holder (its name if none)
+	}
+	var give []owned
 	var taken []Event // the holds Close ends, for the observer
-	removed := 0      // queues removed: their units go back once released
 	for name, q := range l.queues {
 		q.fail(ErrClosed)
 		key := name
@@ -488,20 +564,14 @@ func (l *Locker) Close() error {
 			l.stats.held.Add(-1)
 		}
 		if s := q.sess; s != nil {
-			sessions = append(sessions, s)
-			keys = append(keys, key)
-			q.detach()
-			delete(l.queues, name)
-			removed++
+			// Close gives it back (toServerLocked); q keeps it until then.
+			q.holder, q.linger = nil, nil
+			give = append(give, owned{q, s, key})
 		}
-		// A queue whose head is still at the server, or releasing to it,
-		// stays: the head sees closed, gives back what it got and removes
-		// the queue, which Close waits for (drained).
-	}
-	var drained chan struct{}
-	if len(l.queues) > 0 {
-		drained = make(chan struct{})
-		l.drained = drained
+		// A queue without a session has its head at the server, or
+		// releasing to it (a statement Close waits for, below), or not
+		// yet there (a DoTx at SERIALIZABLE beginning): the head sees
+		// closed, gives back what it got and removes the queue.
 	}
 	l.mu.Unlock()
 	for _, ev := range taken {
@@ -509,16 +579,22 @@ func (l *Locker) Close() error {
 	}
 	l.closeIt(ErrClosed) // callers waiting at the server give up
 
-	errs := make([]error, len(sessions))
+	errs := make([]error, len(give))
 	var wg sync.WaitGroup
-	for i, s := range sessions {
+	for i, h := range give {
 		wg.Go(func() {
-			l.awaitCommits(s)
-			errs[i] = forKey(keys[i], s.release(context.Background(), l.cfg.releaseTimeout))
+			l.mu.Lock()
+			errs[i] = forKey(h.key, l.toServerLocked(context.Background(), h.q, h.s, l.cfg.releaseTimeout, nil))
 		})
 	}
 	wg.Wait()
-	l.budget.give(removed)
+	l.mu.Lock()
+	var drained chan struct{}
+	if l.stmts > 0 {
+		drained = make(chan struct{})
+		l.drained = drained
+	}
+	l.mu.Unlock()
 	if drained != nil {
 		<-drained
 	}
@@ -526,17 +602,4 @@ func (l *Locker) Close() error {
 	l.keeper.wait()
 	l.srv.close()
 	return joinErrors(errs...)
-}
-
-// awaitCommits waits until no COMMIT that s was handed ahead of is in
-// flight (see Lock.handOffEarly).
-func (l *Locker) awaitCommits(s *session) {
-	l.mu.Lock()
-	for s.commits > 0 {
-		ch := s.commitsDone
-		l.mu.Unlock()
-		<-ch
-		l.mu.Lock()
-	}
-	l.mu.Unlock()
 }

@@ -77,7 +77,9 @@ func gatedDB(t testing.TB, dsn string) (db *sql.DB, gate chan struct{}, commits 
 }
 
 // gatedDBArmed is gatedDB whose gate, when armed is not nil, holds back
-// only the first COMMIT sent while armed is true (which disarms it).
+// only the first COMMIT, sent while armed is true, of a transaction that
+// ran an Exec (which disarms it): an empty transaction's COMMIT, which
+// may be sent first, goes at once.
 func gatedDBArmed(t testing.TB, dsn string, armed *atomic.Bool) (*sql.DB, *gatedConnector) {
 	t.Helper()
 	cfg, err := mysql.ParseDSN(dsn)
@@ -115,7 +117,8 @@ func (g *gatedConnector) Connect(ctx context.Context) (driver.Conn, error) {
 // connection; only its transactions' Commit waits for the gate.
 type gatedConn struct {
 	driver.Conn
-	g *gatedConnector
+	g     *gatedConnector
+	wrote bool // its transaction ran an Exec; database/sql uses a conn in one goroutine at a time
 }
 
 func (c *gatedConn) BeginTx(ctx context.Context, opts driver.TxOptions) (driver.Tx, error) {
@@ -123,10 +126,12 @@ func (c *gatedConn) BeginTx(ctx context.Context, opts driver.TxOptions) (driver.
 	if err != nil {
 		return nil, err
 	}
-	return &gatedTx{Tx: tx, g: c.g}, nil
+	c.wrote = false
+	return &gatedTx{Tx: tx, c: c}, nil
 }
 
 func (c *gatedConn) ExecContext(ctx context.Context, q string, args []driver.NamedValue) (driver.Result, error) {
+	c.wrote = true
 	return c.Conn.(driver.ExecerContext).ExecContext(ctx, q, args)
 }
 
@@ -146,15 +151,16 @@ func (c *gatedConn) IsValid() bool { return c.Conn.(driver.Validator).IsValid() 
 
 type gatedTx struct {
 	driver.Tx
-	g *gatedConnector
+	c *gatedConn
 }
 
 func (t *gatedTx) Commit() error {
-	if t.g.armed == nil || t.g.armed.CompareAndSwap(true, false) {
-		<-t.g.gate
+	g := t.c.g
+	if g.armed == nil || t.c.wrote && g.armed.CompareAndSwap(true, false) {
+		<-g.gate
 	}
-	t.g.commits.Add(1)
-	defer t.g.ended.Add(1)
+	g.commits.Add(1)
+	defer g.ended.Add(1)
 	return t.Tx.Commit()
 }
 

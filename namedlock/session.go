@@ -46,7 +46,7 @@ type session struct {
 	// commits counts the COMMITs in flight of holders that handed the
 	// session on early (Lock.handOffEarly at SERIALIZABLE): until they
 	// have ended, it goes from holder to holder only by early handoffs
-	// (Lock.awaitCommitsLocked). commitsDone is closed when commits drops
+	// (Locker.awaitCommitsLocked). commitsDone is closed when commits drops
 	// back to 0.
 	commits     int
 	commitsDone chan struct{}
