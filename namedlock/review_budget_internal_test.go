@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"sync"
 	"testing"
 	"time"
 
@@ -248,5 +249,62 @@ func TestReviewBudgetLimitRaisedWakesNoWaiter(t *testing.T) {
 		}
 	case <-time.After(10 * time.Second):
 		t.Errorf("the DoMulti still waits 10 s after the limit was raised to 3 with 2 units free (used %d)", budgetUsed(l))
+	}
+}
+
+// TestReviewDoMultiStarvesOnHotKey: on a pool of two connections, three
+// callers keep one key busy (each Do on it is handed to the next, the
+// key's local queue never empties), so one connection is in use and the
+// other is free. A DoMulti on that key and one more needs one connection
+// more: the busy key's queue already has its own, and the DoMulti would
+// queue behind it. But the reservation asks for two units free at once,
+// counting the busy key as if it needed one, so the DoMulti never gets it
+// while the key stays busy, although a connection is free the whole time.
+func TestReviewDoMultiStarvesOnHotKey(t *testing.T) {
+	db, _ := reviewPool(t, 2)
+	l, err := NewLocker(db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	base := testdb.UniqueName(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	hot, stopHot := context.WithCancel(ctx)
+	defer stopHot()
+	hotDone := make(chan struct{})
+	var hotErr error
+	var errOnce sync.Once
+	var wg sync.WaitGroup
+	for range 3 {
+		wg.Go(func() {
+			for hot.Err() == nil {
+				err := l.Do(ctx, base+"hot", func(context.Context) error {
+					time.Sleep(20 * time.Millisecond)
+					return nil
+				})
+				if err != nil {
+					errOnce.Do(func() { hotErr = err })
+					return
+				}
+			}
+		})
+	}
+	go func() { wg.Wait(); close(hotDone) }()
+	time.Sleep(200 * time.Millisecond)
+	mctx, mcancel := context.WithTimeout(ctx, 10*time.Second)
+	defer mcancel()
+	start := time.Now()
+	err = l.DoMulti(mctx, []string{base + "hot", base + "cold"}, func(context.Context) error { return nil })
+	took := time.Since(start)
+	inUse := db.Stats().InUse
+	stopHot()
+	<-hotDone
+	if hotErr != nil {
+		t.Fatalf("the hot key's callers: %v", hotErr)
+	}
+	t.Logf("DoMulti [hot, cold] on a pool of 2 with hot busy: %v after %v (%d connection(s) in use at the end)", err, took.Round(time.Millisecond), inUse)
+	if err != nil {
+		t.Errorf("DoMulti = %v; want it to run: it needs one connection more and one was free", err)
 	}
 }
