@@ -234,7 +234,11 @@ func (l *Locker) take(ctx context.Context, key, name string, try bool, e early, 
 		return nil, false, ErrClosed
 	}
 	q := l.queues[name]
-	if q == nil && !l.takeUnitLocked(ctx) {
+	unit := false // the caller has the unit of a new queue
+	if r := reservationOf(ctx); r != nil {
+		unit = r.arriveLocked(name, q)
+	}
+	if q == nil && !unit && !l.takeUnitLocked() {
 		// No connection of the pool is free for a new queue: wait for
 		// one outside any queue (budget.go), then look again.
 		l.mu.Unlock()
@@ -254,6 +258,17 @@ func (l *Locker) take(ctx context.Context, key, name string, try bool, e early, 
 	if q == nil {
 		q = &queue{name: name}
 		l.queues[name] = q
+		l.mu.Unlock()
+		if atHead != nil {
+			atHead()
+		}
+		k, err := l.takeAtServer(ctx, q, key, try)
+		return k, false, err
+	}
+	if q.idle {
+		// Kept, with its unit, for the DoMultis that claimed it: this
+		// caller is its head now.
+		q.idle = false
 		l.mu.Unlock()
 		if atHead != nil {
 			atHead()
@@ -372,15 +387,27 @@ func (l *Locker) newLock(q *queue, s *session, key string) *Lock {
 
 // advanceLocked is called when q's busy party is done without passing a
 // held lock on: the first waiter gets the turn to acquire at the server, or
-// q is removed. l.mu held.
+// q is removed, unless DoMultis claimed it: it then stays, idle, until
+// they reach it. l.mu held.
 func (l *Locker) advanceLocked(q *queue) {
-	if !q.advance(l.closed) && l.queues[q.name] == q {
-		delete(l.queues, q.name)
-		l.budget.give(1) // its connection is back in the pool, or discarded
-		if len(l.queues) == 0 && l.drained != nil {
-			close(l.drained)
-			l.drained = nil
-		}
+	if q.advance(l.closed) || l.queues[q.name] != q {
+		return
+	}
+	if q.claims > 0 && !l.closed {
+		q.idle = true
+		return
+	}
+	l.removeLocked(q)
+}
+
+// removeLocked removes q, whose busy party is done, and gives its unit
+// back. l.mu held.
+func (l *Locker) removeLocked(q *queue) {
+	delete(l.queues, q.name)
+	l.budget.give(1) // its connection is back in the pool, or discarded
+	if len(l.queues) == 0 && l.drained != nil {
+		close(l.drained)
+		l.drained = nil
 	}
 }
 
@@ -491,6 +518,9 @@ func (l *Locker) Close() error {
 			sessions = append(sessions, s)
 			keys = append(keys, key)
 			q.detach()
+			delete(l.queues, name)
+			removed++
+		} else if q.idle { // kept for claimants, who will see closed
 			delete(l.queues, name)
 			removed++
 		}

@@ -93,8 +93,11 @@ func (s *server) close() { s.killer.close() }
 
 // take implements backend.
 func (s *server) take(callerCtx, ctx context.Context, key, name string, try bool) (link, error) {
-	conn, err := s.db.Conn(ctx)
+	conn, err := lockConn(callerCtx, ctx, s.db, key)
 	if err != nil {
+		if f, ok := err.(*failure); ok { // a DoMulti that must not wait
+			return nil, f
+		}
 		if ctxEnded(ctx) {
 			return nil, notAcquired(ctx, key, nil)
 		}
