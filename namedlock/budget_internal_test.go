@@ -14,20 +14,21 @@ import (
 func TestConnBudget(t *testing.T) {
 	var b connBudget
 	ctx := context.Background()
-	if err := b.take(ctx, 2, 3); err != nil || b.used != 2 {
+	three := func() int { return 3 }
+	if err := b.take(ctx, 2, three); err != nil || b.used != 2 {
 		t.Fatalf("take 2 of 3: %v, used %d", err, b.used)
 	}
 	two := make(chan error, 1)
-	go func() { two <- b.take(ctx, 2, 3) }()
+	go func() { two <- b.take(ctx, 2, three) }()
 	for !b.waiting(1) {
 		time.Sleep(time.Millisecond)
 	}
-	if err := b.take(ctx, 1, 3); err != nil || b.used != 3 {
+	if err := b.take(ctx, 1, three); err != nil || b.used != 3 {
 		t.Fatalf("take 1 behind a waiter for 2 that does not fit: %v, used %d", err, b.used)
 	}
 	short, cancel := context.WithTimeout(ctx, 20*time.Millisecond)
 	defer cancel()
-	if err := b.take(short, 1, 3); !errors.Is(err, context.DeadlineExceeded) || b.used != 3 {
+	if err := b.take(short, 1, three); !errors.Is(err, context.DeadlineExceeded) || b.used != 3 {
 		t.Fatalf("take 1 of a full budget, ctx ending: %v, used %d", err, b.used)
 	}
 	b.give(1)
@@ -44,7 +45,7 @@ func TestConnBudget(t *testing.T) {
 	if b.used != 0 || len(b.waiters) != 0 {
 		t.Fatalf("used %d, %d waiters; want none", b.used, len(b.waiters))
 	}
-	if err := b.take(ctx, 100, 0); err != nil {
+	if err := b.take(ctx, 100, func() int { return 0 }); err != nil {
 		t.Fatalf("take without a limit: %v", err)
 	}
 	b.give(100)

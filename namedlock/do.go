@@ -3,6 +3,7 @@ package namedlock
 import (
 	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"time"
@@ -55,34 +56,47 @@ func (l *Locker) TryDo(ctx context.Context, key string, fn func(ctx context.Cont
 // [ErrInvalidArgument].
 //
 // Every lock held pins one connection of the lock pool, so before it takes
-// any key DoMulti reserves as many of the pool's connections as it has
-// keys, all at once. The Lockers on one *sql.DB count the connections they
-// use against its limit ([pool.WithMaxConns], sql.DB.SetMaxOpenConns), and
-// never count more than the limit: each key that a caller of a Locker is
-// busy with (acquiring it at the server, holding it, releasing it) counts
-// one, from before the first of them asks for its connection until the
-// last of them is done with it. A caller that needs one waits for it
-// before it joins the key's local queue, holding nothing; callers queued
-// behind a busy key need none. A DoMulti waits, holding no lock and no
-// connection, until its n are free at once (within ctx, and until Close;
-// acquisitions that need fewer are not held up behind it, so on a pool
-// that they keep full it waits); its keys then take theirs from the
-// reservation (a key already busy in the process needs none), and no other
-// acquisition can take those. More keys than the pool's limit return an
-// error matching [ErrInvalidArgument] at once, before anything is locked.
-// A DoMulti of one key, which never holds one connection while it asks for
-// another, reserves nothing.
+// any key DoMulti reserves the connections its keys need, all at once. The
+// Lockers on one *sql.DB count the connections they use against its limit
+// ([pool.WithMaxConns], sql.DB.SetMaxOpenConns), and never count more
+// than the limit: each key that a caller of a Locker is busy with
+// (acquiring it at the server, holding it, releasing it) counts one, from
+// before the first of them asks for its connection until the last of them
+// is done with it. A caller that needs one waits for it before it joins
+// the key's local queue, holding nothing; callers queued behind a busy key
+// need none. So a DoMulti reserves one for each of its keys that no
+// caller of its Locker is busy with, and none for a busy one, whose count
+// it keeps: should the busy callers be done before the DoMulti reaches the
+// key, the key keeps its count, unused, until the DoMulti (or another
+// caller) takes it over. A reserved one that a key turns out not to need
+// (a caller got busy with it first) is given back at once. A DoMulti waits,
+// holding no lock, no connection and no count, until what it needs is free
+// at once (within ctx, and until Close; acquisitions that need fewer are
+// not held up behind it, so on a pool that they keep full it waits; on a
+// pool with enough free it does not wait at all). More keys than the
+// pool's limit return an error matching [ErrInvalidArgument] at once,
+// before anything is locked. A DoMulti of one key, which never holds one
+// connection while it asks for another, reserves nothing.
 //
 // So two callers of DoMulti can never deadlock against each other, in one
 // process or several: not on the locks, which every caller takes in the
 // same order, nor on the lock pools' connections, since a DoMulti never
-// waits for a connection while it holds a lock, and whoever it waits for
-// in a key's queue has the connection it needs. That holds for callers
-// that take their locks with DoMulti alone, on a lock pool that only
-// Lockers use (a statement of the application's own on it takes a
-// connection that nothing counts); a caller that already holds a lock of
-// the same pool, or whose fn takes more, is nested locking, which neither
-// the order nor the reservation covers (a Locker is not re-entrant).
+// waits for a count while it holds a lock, the connection it asks for
+// while it holds one is covered by a count it holds, and whoever it waits
+// for in a key's queue holds that key's count. That holds for callers that
+// take their locks with DoMulti alone, on a lock pool that only Lockers
+// use (a statement of the application's own on it takes a connection that
+// nothing counts); a caller that already holds a lock of the same pool, or
+// whose fn takes more, is nested locking, which neither the order nor the
+// reservation covers (a Locker is not re-entrant).
+//
+// The limit is read again while callers wait (every 100 ms), so a raised
+// limit lets a waiting DoMulti go on, and one lowered below what its keys
+// need ends its wait with an error matching ErrInvalidArgument. A limit
+// lowered below the counts already in use leaves no connection due to a
+// count: a DoMulti that holds a lock and would then wait for a connection
+// gives up instead, with an error matching [ErrNotAcquired] and
+// ErrInvalidArgument, releasing the locks it took.
 func (l *Locker) DoMulti(ctx context.Context, keys []string, fn func(ctx context.Context) error) error {
 	if fn == nil {
 		return nilFn("DoMulti")
@@ -91,34 +105,50 @@ func (l *Locker) DoMulti(ctx context.Context, keys []string, fn func(ctx context
 	if err != nil {
 		return err
 	}
-	actx, release, err := l.reserve(ctx, ordered)
+	actx, r, err := l.reserve(ctx, ordered)
 	if err != nil {
 		return err
 	}
-	defer release()
 	locks := make([]*Lock, 0, len(ordered))
 	for _, key := range ordered {
+		if r != nil {
+			r.holding = len(locks)
+		}
 		k, err := l.Acquire(actx, key)
 		if err != nil {
-			return joinErrors(err, l.releaseAll(locks))
+			err = joinErrors(err, l.releaseAll(locks))
+			if r != nil {
+				r.end()
+			}
+			return err
 		}
 		locks = append(locks, k)
+	}
+	if r != nil {
+		r.end() // every key reached: nothing is left, but say so
 	}
 	return l.run(ctx, locks, fn)
 }
 
 // reserve reserves the lock pool's connections for the keys of a DoMulti
-// (see DoMulti): it returns the ctx its acquisitions take them with and the
-// function that gives back those they did not take, to be called once the
-// locks are released. A DoMulti of one key reserves nothing: it never holds
+// (see DoMulti) and returns the ctx its acquisitions take them with, and
+// the reservation (nil: none), whose end gives back what they did not
+// use. Decided under l.mu, in one step: a unit for each key that has no
+// local queue, taken from the budget, and a claim on the queue of each
+// key that has one (which needs none: the DoMulti will queue behind its
+// busy party, or take it over idle). When the units are not free, it
+// waits for as many, holding nothing (no unit, no claim: a claim held
+// while waiting would keep a unit from others), and decides again with
+// them; a key whose queue ended meanwhile needs one more, one that got a
+// queue one less. A DoMulti of one key reserves nothing: it never holds
 // one connection while it waits for another.
-func (l *Locker) reserve(ctx context.Context, keys []string) (context.Context, func(), error) {
+func (l *Locker) reserve(ctx context.Context, keys []string) (context.Context, *reservation, error) {
 	if ctx == nil {
 		panic("namedlock: nil Context")
 	}
 	n, capacity := len(keys), l.capacity()
 	if l.budget == nil || n < 2 {
-		return ctx, func() {}, nil
+		return ctx, nil, nil
 	}
 	if capacity > 0 && n > capacity {
 		return nil, nil, fail("", "", fmt.Sprintf("invalid argument: DoMulti: %d keys, more than the lock pool's %d connections (each held lock pins one)", n, capacity), ErrInvalidArgument)
@@ -126,20 +156,40 @@ func (l *Locker) reserve(ctx context.Context, keys []string) (context.Context, f
 	if err := ctx.Err(); err != nil {
 		return nil, nil, notAcquired(ctx, keys[0], nil)
 	}
+	names := make([]string, n)
+	for i, key := range keys {
+		names[i] = keyfmt.Portable(key)
+	}
+	r, need, err := l.reserveNow(names, 0)
+	if r != nil {
+		return context.WithValue(ctx, reservationKey{}, r), r, nil
+	}
 	// Waiting for the reservation is waiting for the first lock: counted
 	// as such, and ended by Close as a wait at the server is.
 	start := time.Now()
 	l.stats.waiting.Add(1)
-	rctx, cancel := context.WithCancelCause(ctx)
-	stop := context.AfterFunc(l.closing, func() { cancel(ErrClosed) })
-	err := l.budget.take(rctx, n, capacity)
-	stop()
-	cancel(nil)
+	if err == nil {
+		rctx, cancel := context.WithCancelCause(ctx)
+		stop := context.AfterFunc(l.closing, func() { cancel(ErrClosed) })
+		for r == nil && err == nil {
+			if err = l.budget.take(rctx, need, l.capacity); err == nil {
+				r, need, err = l.reserveNow(names, need)
+			}
+		}
+		stop()
+		cancel(nil)
+	}
 	l.stats.waiting.Add(-1)
 	if err != nil {
-		err = notAcquired(ctx, keys[0], nil)
-		if ctx.Err() == nil {
+		var over errOverLimit
+		switch {
+		case errors.As(err, &over):
+			err = fail(keys[0], "not acquired", "invalid argument: DoMulti: "+over.Error(), ErrNotAcquired, ErrInvalidArgument)
+		case errors.Is(err, ErrClosed):
+		case ctx.Err() == nil:
 			err = ErrClosed
+		default:
+			err = notAcquired(ctx, keys[0], nil)
 		}
 		wait := time.Since(start)
 		l.stats.waitNanos.Add(int64(wait))
@@ -147,8 +197,49 @@ func (l *Locker) reserve(ctx context.Context, keys []string) (context.Context, f
 		l.observe(Event{Key: keys[0], Outcome: NotAcquired, Wait: wait, Err: err, Context: ctx})
 		return nil, nil, err
 	}
-	r := &reservation{left: n}
-	return context.WithValue(ctx, reservationKey{}, r), func() { l.budget.give(r.left) }, nil
+	return context.WithValue(ctx, reservationKey{}, r), r, nil
+}
+
+// reserveNow makes the reservation of the keys named names if it can now,
+// with the got units its caller already took (given back if it cannot, or
+// the surplus if it can): nil and how many units it needs when they are not
+// free; ErrClosed after Close; an errOverLimit when the pool's limit is now
+// below the number of keys.
+func (l *Locker) reserveNow(names []string, got int) (*reservation, int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.closed {
+		l.budget.give(got)
+		return nil, 0, ErrClosed
+	}
+	if c := l.capacity(); c > 0 && len(names) > c {
+		l.budget.give(got)
+		return nil, 0, errOverLimit{len(names), c}
+	}
+	need := 0
+	for _, name := range names {
+		if l.queues[name] == nil {
+			need++
+		}
+	}
+	switch {
+	case need < got:
+		l.budget.give(got - need)
+	case need > got && !l.budget.tryTake(need-got, l.capacity()):
+		l.budget.give(got)
+		return nil, need, nil
+	}
+	r := &reservation{l: l, left: need}
+	for _, name := range names {
+		if q := l.queues[name]; q != nil {
+			if r.claims == nil {
+				r.claims = make(map[string]*queue)
+			}
+			r.claims[name] = q
+			q.claims++
+		}
+	}
+	return r, 0, nil
 }
 
 // errNoKeys is the error of DoMulti without keys.

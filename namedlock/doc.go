@@ -62,7 +62,12 @@
 // cancellation and the server would keep the session waiting (and could even
 // grant it the lock), so the Locker also kills that session (KILL
 // CONNECTION) from a control connection outside the lock pool, and discards
-// the connection. Sub-second deadlines work on MySQL too, where GET_LOCK's
+// the connection. The session id it kills, and the one the keep-alive
+// compares with, is the id the server gives the session as a lock's
+// holder (IS_USED_LOCK), which must be what CONNECTION_ID() answers: on a
+// pool whose sessions set pseudo_thread_id (a DSN parameter can), it is
+// not, and no lock is taken there (an error matching ErrNotAcquired says
+// why; [pool.Open] refuses such a DSN). Sub-second deadlines work on MySQL too, where GET_LOCK's
 // timeout is whole seconds: the last partial second is cut by ctx.
 //
 // # TiDB

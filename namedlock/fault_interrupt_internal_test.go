@@ -54,7 +54,7 @@ func TestFaultKilledWaitAnswers(t *testing.T) {
 			f := &fakeSQL{answer: func(q string, args []driver.NamedValue) ([]string, []driver.Value, error) {
 				switch q {
 				case sqlTryLock:
-					return []string{"g", "id", "wt"}, []driver.Value{int64(0), int64(42), int64(30)}, nil
+					return []string{"g", "wt", "id", "pg", "ph", "pr"}, []driver.Value{int64(0), int64(30), int64(42), int64(1), int64(42), int64(1)}, nil
 				case flavor.VersionQuery:
 					return []string{"v", "c"}, tc.version, nil
 				case sqlWaitLock:
@@ -105,7 +105,7 @@ func TestFaultKilledWaitAnswers(t *testing.T) {
 	f := &fakeSQL{answer: func(q string, _ []driver.NamedValue) ([]string, []driver.Value, error) {
 		switch q {
 		case sqlTryLock:
-			return []string{"g", "id", "wt"}, []driver.Value{int64(0), int64(42), int64(30)}, nil
+			return []string{"g", "wt", "id", "pg", "ph", "pr"}, []driver.Value{int64(0), int64(30), int64(42), int64(1), int64(42), int64(1)}, nil
 		case flavor.VersionQuery:
 			return []string{"v", "c"}, mariadb, nil
 		case sqlWaitLock:
@@ -152,7 +152,7 @@ func TestFaultKilledWaitThroughLocker(t *testing.T) {
 	f := &fakeSQL{answer: func(q string, _ []driver.NamedValue) ([]string, []driver.Value, error) {
 		switch q {
 		case sqlTryLock:
-			return []string{"g", "id", "wt"}, []driver.Value{int64(0), int64(42), int64(30)}, nil
+			return []string{"g", "wt", "id", "pg", "ph", "pr"}, []driver.Value{int64(0), int64(30), int64(42), int64(1), int64(42), int64(1)}, nil
 		case flavor.VersionQuery:
 			return []string{"v", "c"}, []driver.Value{"8.4.3", "MySQL Community Server - GPL"}, nil
 		case sqlWaitLock:

@@ -239,7 +239,11 @@ func (l *Locker) take(ctx context.Context, key, name string, try bool, e early, 
 		return nil, false, ErrClosed
 	}
 	q := l.queues[name]
-	if q == nil && !l.takeUnitLocked(ctx) {
+	unit := false // the caller has the unit of a new queue
+	if r := reservationOf(ctx); r != nil {
+		unit = r.arriveLocked(name, q)
+	}
+	if q == nil && !unit && !l.takeUnitLocked() {
 		// No connection of the pool is free for a new queue: wait for
 		// one outside any queue (budget.go), then look again.
 		l.mu.Unlock()
@@ -259,6 +263,17 @@ func (l *Locker) take(ctx context.Context, key, name string, try bool, e early, 
 	if q == nil {
 		q = &queue{name: name}
 		l.queues[name] = q
+		l.mu.Unlock()
+		if atHead != nil {
+			atHead()
+		}
+		k, err := l.takeAtServer(ctx, q, key, try)
+		return k, false, err
+	}
+	if q.idle {
+		// Kept, with its unit, for the DoMultis that claimed it: this
+		// caller is its head now.
+		q.idle = false
 		l.mu.Unlock()
 		if atHead != nil {
 			atHead()
@@ -388,12 +403,24 @@ func (l *Locker) newLock(q *queue, s *session, key string) *Lock {
 
 // advanceLocked is called when q's busy party is done without passing a
 // held lock on: the first waiter gets the turn to acquire at the server, or
-// q is removed. l.mu held.
+// q is removed, unless DoMultis claimed it: it then stays, idle, until
+// they reach it. l.mu held.
 func (l *Locker) advanceLocked(q *queue) {
-	if !q.advance(l.closed) && l.queues[q.name] == q {
-		delete(l.queues, q.name)
-		l.budget.give(1) // its connection is back in the pool, or discarded
+	if q.advance(l.closed) || l.queues[q.name] != q {
+		return
 	}
+	if q.claims > 0 && !l.closed {
+		q.idle = true
+		return
+	}
+	l.removeLocked(q)
+}
+
+// removeLocked removes q, whose busy party is done, and gives its unit
+// back. l.mu held.
+func (l *Locker) removeLocked(q *queue) {
+	delete(l.queues, q.name)
+	l.budget.give(1) // its connection is back in the pool, or discarded
 }
 
 // stmtDoneLocked counts down a statement counted in l.stmts. l.mu held.
@@ -567,6 +594,8 @@ func (l *Locker) Close() error {
 			// Close gives it back (toServerLocked); q keeps it until then.
 			q.holder, q.linger = nil, nil
 			give = append(give, owned{q, s, key})
+		} else if q.idle { // kept for claimants, who will see closed
+			l.removeLocked(q)
 		}
 		// A queue without a session has its head at the server, or
 		// releasing to it (a statement Close waits for, below), or not

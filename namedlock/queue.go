@@ -8,7 +8,8 @@ import (
 // queue is the local state of one server lock name: who holds it, whether a
 // caller is at the server for it, and who waits behind. A queue exists in
 // Locker.queues exactly while some caller is busy with the name (acquiring
-// at the server, holding, or releasing to the server). Its fields are
+// at the server, holding, or releasing to the server), or while it is idle,
+// kept for the DoMultis that claimed it (claims). Its fields are
 // guarded by Locker.mu; its methods are called with Locker.mu held and run
 // no statement.
 type queue struct {
@@ -21,6 +22,13 @@ type queue struct {
 	// proven (see Lock.release); a caller arriving meanwhile takes the lock
 	// over, as by a handoff, and closes linger.
 	linger chan struct{}
+	// claims counts the DoMultis that reserved no unit for the name because
+	// this queue was busy, and that have not reached it yet (reservation).
+	// While some have not, the queue stays when its busy party is done with
+	// nobody behind it: idle (no holder, session or waiter), keeping its
+	// unit for them; the first caller to arrive takes it over as its head.
+	claims int
+	idle   bool
 }
 
 // waiter is a caller queued behind the busy party of a queue.

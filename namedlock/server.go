@@ -6,6 +6,7 @@ import (
 	"database/sql/driver"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"strconv"
 	"sync/atomic"
 	"time"
@@ -34,10 +35,17 @@ type backend interface {
 // by the driver (pool.Open sets interpolateParams=true): one round trip each.
 const (
 	// sqlTryLock takes the lock without waiting and, in the same round trip,
-	// learns the session's id (needed to end a cancelled wait) and its
-	// wait_timeout (the lease). A connection of pool.Open learns its id once
-	// (kept on its lockconn.Conn) and then sends sqlTryLockKnown.
-	sqlTryLock      = "SELECT GET_LOCK(?, 0), CONNECTION_ID(), @@session.wait_timeout"
+	// learns its wait_timeout (the lease) and the session's id (needed to
+	// end a cancelled wait). The id is CONNECTION_ID() only once the server
+	// has shown it to be the session's own: on a lock name of the
+	// statement's own (sessionProbeName), taken, named held by the session
+	// (IS_USED_LOCK), and released. A session whose pseudo_thread_id was
+	// set answers another session's id to CONNECTION_ID(); IS_USED_LOCK
+	// never does. (Not IS_USED_LOCK of the lock itself: TiDB answers it for
+	// a lock held elsewhere only after a wait of 1 s, and with 1.) A
+	// connection of pool.Open learns its id once (kept on its
+	// lockconn.Conn) and then sends sqlTryLockKnown.
+	sqlTryLock      = "SELECT GET_LOCK(?, 0), @@session.wait_timeout, CONNECTION_ID(), GET_LOCK(?, 0), IS_USED_LOCK(?), RELEASE_LOCK(?)"
 	sqlTryLockKnown = "SELECT GET_LOCK(?, 0)"
 	sqlWaitLock     = "SELECT GET_LOCK(?, ?)"
 	sqlRelease      = "SELECT RELEASE_LOCK(?)"
@@ -85,8 +93,11 @@ func (s *server) close() { s.killer.close() }
 
 // take implements backend.
 func (s *server) take(callerCtx, ctx context.Context, key, name string, try bool) (link, error) {
-	conn, err := s.db.Conn(ctx)
+	conn, err := lockConn(callerCtx, ctx, s.db, key)
 	if err != nil {
+		if f, ok := err.(*failure); ok { // a DoMulti that must not wait
+			return nil, f
+		}
 		if ctxEnded(ctx) {
 			return nil, notAcquired(ctx, key, nil)
 		}
@@ -113,7 +124,7 @@ func (s *server) take(callerCtx, ctx context.Context, key, name string, try bool
 			return nil, heldElsewhere(key, false)
 		}
 	}
-	var row [3]sql.NullInt64
+	var row [6]sql.NullInt64
 	// The first GET_LOCK runs on ctx, so that Close, which waits for it,
 	// cuts it too; what cut it is told by callerCtx (below).
 	tctx, cancelTry := ctx, context.CancelFunc(func() {})
@@ -124,10 +135,22 @@ func (s *server) take(callerCtx, ctx context.Context, key, name string, try bool
 		tctx, cancelTry = context.WithTimeout(ctx, tryAnswer)
 	}
 	sent := time.Now()
-	known, err := tryLock(tctx, conn, p.arg, &row, f.NeedsInterpolation())
+	id, err := tryLock(tctx, conn, p.arg, &row, f.NeedsInterpolation())
+	var bad errSessionID
+	if errors.As(err, &bad) {
+		cancelTry()
+		// A session that CONNECTION_ID() does not name: give back what it
+		// was granted (the RELEASE_LOCK is the session's own), and take
+		// nothing.
+		if row[0].Valid && row[0].Int64 == 1 {
+			var rel [1]sql.NullInt64
+			_, _ = queryInts(ctx, conn, time.Now().Add(killTimeout), rel[:], sqlRelease, p.arg)
+		}
+		discardConn(conn)
+		return nil, bad.failure(key)
+	}
 	cut := err != nil && tctx.Err() != nil
 	cancelTry()
-	id := row[1].Int64
 	if flavor.IsRetryLimit(err) {
 		// TiDB gave up retrying its lock under contention: not granted.
 		row[0], err = sql.NullInt64{Valid: true}, nil
@@ -155,7 +178,7 @@ func (s *server) take(callerCtx, ctx context.Context, key, name string, try bool
 		}
 		return nil, s.getLockError(ctx, key, err)
 	}
-	got, waitTimeout := row[0], row[2].Int64
+	got, waitTimeout := row[0], row[1].Int64
 	if !got.Valid {
 		_ = conn.Close()
 		return nil, fail(key, "not acquired", "GET_LOCK answered NULL (the server ended the statement: KILL QUERY or a statement time limit)", ErrNotAcquired)
@@ -173,7 +196,7 @@ func (s *server) take(callerCtx, ctx context.Context, key, name string, try bool
 		p.expiry = sent.Add(limit)
 	}
 	testhook.Granted(name, id)
-	if !known && !s.pooled {
+	if !s.pooled {
 		if secs := int64((s.lease + time.Second - 1) / time.Second); waitTimeout != secs {
 			if _, err := conn.ExecContext(ctx, "SET SESSION wait_timeout = "+strconv.FormatInt(secs, 10)); err != nil {
 				discardConn(conn)
@@ -236,13 +259,16 @@ var errPrepared = errors.New("namedlock: prepared GET_LOCK refused")
 // tryLock runs the first GET_LOCK of an acquisition, which never waits, on
 // conn, in one round trip and one [sql.Conn.Raw]: GET_LOCK alone on a
 // connection of pool.Open whose session id is known (lockconn.Conn), and
-// otherwise sqlTryLock, which also answers the session id (then recorded on
-// a lockconn.Conn) and wait_timeout. row receives GET_LOCK's answer, the
-// session id and, when not known, wait_timeout; known reports that the
-// connection's lease needs no look. direct: the server must not get it as
-// a prepared statement (flavor.NeedsInterpolation); errPrepared when the
-// driver would prepare it.
-func tryLock(ctx context.Context, conn *sql.Conn, arg any, row *[3]sql.NullInt64, direct bool) (known bool, err error) {
+// otherwise sqlTryLock, which also answers wait_timeout and the session's
+// id (then recorded on a lockconn.Conn: see sessionID). row receives
+// GET_LOCK's answer and, on the full statement, the others. id is the
+// session's id at the server when known, 0 otherwise (the statement did
+// not run, or the server did not show it). An errSessionID: CONNECTION_ID()
+// does not name the session (row[0] says whether the lock was granted).
+// direct: the server must not get it as a prepared statement
+// (flavor.NeedsInterpolation); errPrepared when the driver would prepare
+// it.
+func tryLock(ctx context.Context, conn *sql.Conn, arg any, row *[6]sql.NullInt64, direct bool) (id int64, err error) {
 	ran := false
 	err = conn.Raw(func(dc any) error {
 		q, ok := dc.(driver.QueryerContext)
@@ -251,26 +277,79 @@ func tryLock(ctx context.Context, conn *sql.Conn, arg any, row *[3]sql.NullInt64
 		}
 		lc, _ := dc.(*lockconn.Conn)
 		if lc != nil && lc.SessionID() != 0 {
-			known = true
-			row[1] = sql.NullInt64{Int64: lc.SessionID(), Valid: true}
+			id = lc.SessionID()
 			ran, err = queryDirect(ctx, q, row[:1], sqlTryLockKnown, []any{arg})
-		} else {
-			ran, err = queryDirect(ctx, q, row[:], sqlTryLock, []any{arg})
-			if ran && err == nil && lc != nil {
-				lc.SetSessionID(row[1].Int64) // one server session for the connection's life
-				known = true
+			return err
+		}
+		probe := sessionProbeName()
+		ran, err = queryDirect(ctx, q, row[:], sqlTryLock, []any{arg, probe, probe, probe})
+		if ran && err == nil {
+			id, err = sessionID(row)
+			if id != 0 && lc != nil {
+				lc.SetSessionID(id) // one server session for the connection's life
 			}
 		}
 		return err
 	})
 	if !ran && err == nil && direct {
-		return false, errPrepared
+		return 0, errPrepared
 	}
 	if !ran && err == nil {
-		known = false
-		err = queryViaSQL(ctx, conn, time.Time{}, row[:], sqlTryLock, []any{arg})
+		probe := sessionProbeName()
+		if err = queryViaSQL(ctx, conn, time.Time{}, row[:], sqlTryLock, []any{arg, probe, probe, probe}); err == nil {
+			id, err = sessionID(row)
+		}
 	}
-	return known, err
+	return id, err
+}
+
+// sessionID is the session id that sqlTryLock's answer row shows: its
+// CONNECTION_ID() once IS_USED_LOCK named it the holder of the statement's
+// own lock; 0 when that lock was not granted (no one else uses its name:
+// so never, but then a cancelled wait closes its socket without a KILL).
+// An errSessionID when IS_USED_LOCK names another session; an error when
+// the statement's own lock was not released (the connection must then go).
+func sessionID(row *[6]sql.NullInt64) (int64, error) {
+	cid, got, holder, released := row[2], row[3], row[4], row[5]
+	switch {
+	case !got.Valid || got.Int64 != 1:
+		return 0, nil
+	case !released.Valid || released.Int64 != 1:
+		return 0, fmt.Errorf("namedlock: RELEASE_LOCK of the session id probe's lock answered %s, want 1", nullID(released))
+	case !cid.Valid || !holder.Valid || cid.Int64 != holder.Int64:
+		return 0, errSessionID{cid, holder}
+	}
+	return cid.Int64, nil
+}
+
+// sessionProbeName is a lock name no other session uses, for sqlTryLock.
+func sessionProbeName() string {
+	return "namedlock:session:" + strconv.FormatUint(rand.Uint64(), 36) + strconv.FormatUint(rand.Uint64(), 36)
+}
+
+// errSessionID: CONNECTION_ID() answered cid, but the server names holder
+// as the session that holds the lock this one just took. A session's
+// pseudo_thread_id (a DSN parameter can set it) makes CONNECTION_ID()
+// answer it instead of the session's id: the ownership check
+// (IS_USED_LOCK(name) = CONNECTION_ID()) would then find every lock lost,
+// and the KILL that ends a cancelled wait would end another session.
+type errSessionID struct{ cid, holder sql.NullInt64 }
+
+func (e errSessionID) Error() string {
+	return fmt.Sprintf("CONNECTION_ID() answers %s on the lock pool's connection, but the server names its session %s (IS_USED_LOCK of a lock it had just taken): the session's pseudo_thread_id is set (a DSN parameter pseudo_thread_id?), so CONNECTION_ID() does not name it; no lock is taken on such a pool, since its ownership checks would find every lock lost and the KILL that ends a cancelled wait would end another session", nullID(e.cid), nullID(e.holder))
+}
+
+// failure is e as the error of an acquisition of key.
+func (e errSessionID) failure(key string) *failure {
+	return fail(key, "not acquired", e.Error(), ErrNotAcquired)
+}
+
+// nullID formats a session id as the server answered it.
+func nullID(n sql.NullInt64) string {
+	if !n.Valid {
+		return "NULL"
+	}
+	return strconv.FormatInt(n.Int64, 10)
 }
 
 // wait blocks in GET_LOCK on conn, on a server of kind f, until the lock

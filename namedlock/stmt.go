@@ -37,8 +37,8 @@ import (
 // stmtBuf is the scratch space of one direct statement, pooled: the driver
 // keeps neither its arguments nor the row's values after the statement.
 type stmtBuf struct {
-	args [2]driver.NamedValue
-	vals [3]driver.Value
+	args [4]driver.NamedValue
+	vals [6]driver.Value
 }
 
 var stmtBufs sync.Pool // of *stmtBuf

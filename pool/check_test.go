@@ -80,13 +80,15 @@ func (r *wsrepRows) Next(dest []driver.Value) error {
 // named locks do not work as the library needs them, and accepts the
 // others. No such TiDB runs here (the one of scripts/tidb.sh passes, in
 // TestOpenSupportedServer): a fake driver gives the answers of TiDB v7.1,
-// which has no IS_USED_LOCK, of a no-op IS_USED_LOCK, and of a TiDB without
-// mysql.advisory_locks, whose GET_LOCK (under tidb_enable_noop_functions)
-// answers 1 and locks nothing.
+// which has no IS_USED_LOCK, of a no-op IS_USED_LOCK, of a session whose
+// CONNECTION_ID() is not the id IS_USED_LOCK gives it (pseudo_thread_id:
+// for real in namedlock's TestReviewDSNPseudoThreadIDKillsAnotherInstance),
+// and of a TiDB without mysql.advisory_locks, whose GET_LOCK (under
+// tidb_enable_noop_functions) answers 1 and locks nothing.
 func TestCheckRefusesBrokenNamedLocks(t *testing.T) {
 	t.Parallel()
 	const tidb71, tidb80 = "8.0.11-TiDB-v7.1.0", "8.0.11-TiDB-v8.1.0"
-	works := []driver.Value{int64(1), int64(1), int64(1), nil}
+	works := []driver.Value{int64(1), int64(1), int64(42), int64(42), int64(1), nil}
 	serverErr := func(num uint16, msg string) error { return &mysql.MySQLError{Number: num, Message: msg} }
 	for _, tc := range []struct {
 		name     string
@@ -98,14 +100,16 @@ func TestCheckRefusesBrokenNamedLocks(t *testing.T) {
 	}{
 		{name: "TiDB v7.1: no IS_USED_LOCK", version: tidb71, probeErr: serverErr(1305, "FUNCTION IS_USED_LOCK does not exist"),
 			want: []string{tidb71, "IS_USED_LOCK", "v6.1 to v7.1", "Error 1305"}},
-		{name: "no-op IS_USED_LOCK", version: tidb71, probe: []driver.Value{int64(1), nil, int64(1), nil},
+		{name: "no-op IS_USED_LOCK", version: tidb71, probe: []driver.Value{int64(1), nil, nil, int64(42), int64(1), nil},
 			want: []string{tidb71, "IS_USED_LOCK(name) = CONNECTION_ID() answered NULL"}},
-		{name: "IS_USED_LOCK held after the release", version: tidb71, probe: []driver.Value{int64(1), int64(1), int64(1), int64(1)},
+		{name: "IS_USED_LOCK held after the release", version: tidb71, probe: []driver.Value{int64(1), int64(1), int64(42), int64(42), int64(1), int64(42)},
 			want: []string{tidb71, "after the release"}},
 		{name: "no mysql.advisory_locks", version: "5.7.25-TiDB-v5.3.0", probe: works, tableErr: serverErr(1146, "Table 'mysql.advisory_locks' doesn't exist"),
 			want: []string{"5.7.25-TiDB-v5.3.0", "no mysql.advisory_locks", "no-op"}},
-		{name: "GET_LOCK refused", version: "8.0.36", probe: []driver.Value{int64(0), nil, int64(0), nil},
+		{name: "GET_LOCK refused", version: "8.0.36", probe: []driver.Value{int64(0), nil, nil, int64(42), int64(0), nil},
 			want: []string{`MySQL "8.0.36"`, "GET_LOCK(name, 0) of a free name answered 0"}},
+		{name: "pseudo_thread_id", version: "8.0.36", probe: []driver.Value{int64(1), int64(0), int64(42), int64(7), int64(1), nil},
+			want: []string{`MySQL "8.0.36"`, "CONNECTION_ID() answered 7", "names session 42", "pseudo_thread_id"}},
 		{name: "TiDB v8.1", version: tidb80, probe: works},
 		{name: "TiDB without the privilege on mysql.advisory_locks", version: tidb80, probe: works, tableErr: serverErr(1142, "SELECT command denied to user 'app'@'%' for table 'advisory_locks'")},
 		{name: "MySQL", version: "8.0.36", probe: works, tableErr: errors.New("not asked")},
@@ -117,7 +121,7 @@ func TestCheckRefusesBrokenNamedLocks(t *testing.T) {
 				case flavor.VersionQuery:
 					return []string{"v", "c"}, []driver.Value{tc.version, ""}, nil
 				case flavor.NamedLockProbe:
-					return []string{"g", "o", "r", "a"}, tc.probe, tc.probeErr
+					return []string{"g", "o", "h", "c", "r", "a"}, tc.probe, tc.probeErr
 				case flavor.AdvisoryLocksProbe:
 					return []string{"n"}, []driver.Value{int64(0)}, tc.tableErr
 				}

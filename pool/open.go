@@ -68,10 +68,12 @@ func Open(dsn string, opts ...Option) (*sql.DB, error) {
 // unknown), but one registered for "tcp" or "unix" themselves is not.
 //
 // It then pings the server, verifies that GET_LOCK, IS_USED_LOCK and
-// RELEASE_LOCK work (a lock taken is seen held by its session and free once
-// released: TiDB v6.1 to v7.1, which have no IS_USED_LOCK, and a TiDB
-// without mysql.advisory_locks, whose GET_LOCK is a no-op at most, are
-// refused with an error naming the version and the reason) and that named
+// RELEASE_LOCK work (a lock taken is seen held by its session, the one
+// CONNECTION_ID() names, and free once released: a DSN that sets
+// pseudo_thread_id, which makes CONNECTION_ID() name another session, TiDB
+// v6.1 to v7.1, which have no IS_USED_LOCK, and a TiDB without
+// mysql.advisory_locks, whose GET_LOCK is a no-op at most, are refused
+// with an error naming the version and the reason) and that named
 // locks are not node-local there: neither a Galera node with
 // wsrep_on=ON nor a member of a Group Replication group in multi-primary
 // mode with more than one ONLINE member. ctx bounds those checks together

@@ -36,7 +36,11 @@ func defaultOptions() options {
 // WithMaxConns bounds the pool to n connections: the number of locks this
 // process may hold or wait for at once (goroutines waiting for the same key
 // share one connection, see namedlock). All n are kept idle for reuse.
-// n must be at least 1.
+// n must be at least 1. The Lockers on the pool read its limit from
+// sql.DB.Stats (MaxOpenConnections) as they go, so a later
+// sql.DB.SetMaxOpenConns is followed: a raised limit lets waiting callers
+// on, and one lowered below what a DoMulti needs makes it fail rather than
+// wait for a connection the pool will not open (see namedlock's DoMulti).
 func WithMaxConns(n int) Option {
 	return func(o *options) error {
 		if n < 1 {

@@ -521,11 +521,12 @@ func IsLockWait(state, info string) bool {
 }
 
 // NamedLockProbe is the statement CheckNamedLocks runs, with one fresh
-// lock name as each of its four arguments: take the lock without waiting,
+// lock name as each of its five arguments: take the lock without waiting,
 // ask whether this session holds it (the ownership check the keep-alive
-// runs), release it, and ask whether anyone holds it. A server whose named
-// locks work answers 1, 1, 1, NULL.
-const NamedLockProbe = "SELECT GET_LOCK(?, 0), IS_USED_LOCK(?) = CONNECTION_ID(), RELEASE_LOCK(?), IS_USED_LOCK(?)"
+// runs), which session holds it and what CONNECTION_ID() answers (to say
+// why, when the check fails), release it, and ask whether anyone holds it.
+// A server whose named locks work answers 1, 1, id, id, 1, NULL.
+const NamedLockProbe = "SELECT GET_LOCK(?, 0), IS_USED_LOCK(?) = CONNECTION_ID(), IS_USED_LOCK(?), CONNECTION_ID(), RELEASE_LOCK(?), IS_USED_LOCK(?)"
 
 // AdvisoryLocksProbe asks TiDB whether it has mysql.advisory_locks, the
 // table whose rows its GET_LOCK locks: a TiDB without it has no real
@@ -556,7 +557,10 @@ func (e *noNamedLocksError) Is(target error) bool { return target == ErrNoNamedL
 
 // CheckNamedLocks proves on conn that named locks work as the library uses
 // them, with name, a lock name no one else uses: NamedLockProbe must answer
-// 1, 1, 1, NULL, and on TiDB mysql.advisory_locks must exist
+// 1, 1, id, id, 1, NULL (a session whose CONNECTION_ID() is not the id
+// IS_USED_LOCK gives it, as a pseudo_thread_id set in the DSN makes it, is
+// refused: the keep-alive would find every lock lost and a cancelled
+// wait's KILL would end another session), and on TiDB mysql.advisory_locks must exist
 // (AdvisoryLocksProbe; a refusal for want of privileges on it is no
 // answer, and passes). It returns nil, an error wrapping ErrNoNamedLocks
 // that names the server's VERSION() and the reason (TiDB v6.1 to v7.1 have
@@ -572,8 +576,8 @@ func CheckNamedLocks(ctx context.Context, conn *sql.Conn, name string) error {
 		return &noNamedLocksError{text: fmt.Sprintf("%s %q: ", f, version) + fmt.Sprintf(format, args...), err: err}
 	}
 	refused := func(format string, args ...any) error { return refusedBy(nil, format, args...) }
-	var got, owns, released, after sql.NullInt64
-	err = conn.QueryRowContext(ctx, NamedLockProbe, name, name, name, name).Scan(&got, &owns, &released, &after)
+	var got, owns, holder, cid, released, after sql.NullInt64
+	err = conn.QueryRowContext(ctx, NamedLockProbe, name, name, name, name, name).Scan(&got, &owns, &holder, &cid, &released, &after)
 	var me *mysql.MySQLError
 	switch {
 	case errors.As(err, &me):
@@ -588,6 +592,8 @@ func CheckNamedLocks(ctx context.Context, conn *sql.Conn, name string) error {
 		return err
 	case got.Int64 != 1 || !got.Valid:
 		return refused("GET_LOCK(name, 0) of a free name answered %s, want 1", nullInt(got))
+	case (owns.Int64 != 1 || !owns.Valid) && holder.Valid && cid.Valid && holder.Int64 != cid.Int64:
+		return refused("CONNECTION_ID() answered %d, but IS_USED_LOCK(name) names session %d as the holder of the lock this session had just taken: the session's pseudo_thread_id is set (a DSN parameter pseudo_thread_id?), so CONNECTION_ID() names another session; the keep-alive's ownership check IS_USED_LOCK(name) = CONNECTION_ID() would find every lock lost, and the KILL that ends a cancelled wait would end that other session", cid.Int64, holder.Int64)
 	case owns.Int64 != 1 || !owns.Valid:
 		return refused("IS_USED_LOCK(name) = CONNECTION_ID() answered %s for the lock the session had just taken, want 1: the keep-alive could not see that it holds a lock", nullInt(owns))
 	case released.Int64 != 1 || !released.Valid:
