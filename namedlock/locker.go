@@ -554,7 +554,12 @@ func (l *Locker) observe(e Event) {
 // DoTx at SERIALIZABLE beginning its transaction, first in line, on the
 // application's pool): it gets ErrClosed without going there. On TiDB,
 // where a KILL cannot end a wait, a wait given up on stays at the server
-// until its 1 s slice ends (see TiDB). Before Close releases a lock that a
+// until its 1 s slice ends (see TiDB). A KILL returns before the server
+// has ended the killed session: a wait the server granted in the moment
+// before its KILL (its holder let go as Close began) can leave the lock
+// held by that dying session for the few milliseconds the server takes to
+// end it after Close returned; no caller of this Locker holds it, and the
+// server frees it by itself. Before Close releases a lock that a
 // DoTx at SERIALIZABLE handed on before its COMMIT, it waits for that
 // COMMIT to return (bounded only by the connection it runs on), while the
 // keep-alive goes on checking the lock: the lock goes to no one else before
