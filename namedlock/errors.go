@@ -236,10 +236,10 @@ func oneLine(s string) string {
 
 // errorList is several errors returned at once (Do's release error and
 // fn's, the releases that failed in Close): errors.Is and errors.As match
-// each; its text is theirs on one line, joined by "; ", each said once — a
-// text that another one contains is left out, "namedlock: " is written
-// once, and failures that say the same of several keys are written once
-// for all of them.
+// each; its text is theirs on one line, joined by "; ", each said once — an
+// error with the text of an earlier one, or of an error another one wraps,
+// is left out, "namedlock: " is written once, and failures that say the
+// same of several keys are written once for all of them.
 type errorList []error
 
 // joinErrors returns errs as one error: nil when all are nil, the error
@@ -271,50 +271,36 @@ func (l errorList) Error() string {
 	for i, err := range l {
 		texts[i] = oneLine(err.Error())
 	}
-	// Leave out a text that another one says (the first of equal ones
-	// stays).
-	keep := make([]bool, len(l))
-	for i := range l {
-		keep[i] = true
-		for j := range l {
-			if j != i && strings.Contains(texts[j], texts[i]) && (texts[j] != texts[i] || j < i) {
-				keep[i] = false
-				break
-			}
-		}
-	}
+	covered := coveredTexts(l, texts)
 	// Failures that say the same of several keys, once for all.
 	type part struct {
 		f    *failure
 		keys []string
 		text string
 	}
+	type sameFailure struct{ what, why string }
 	var parts []*part
+	byFailure := make(map[sameFailure]*part)
 	for i, err := range l {
-		if !keep[i] {
+		if covered[i] {
 			continue
 		}
 		f, ok := err.(*failure)
-		if ok && f.key != "" {
-			merged := false
-			for _, p := range parts {
-				if p.f != nil && p.f.what == f.what && p.f.why == f.why {
-					p.keys = append(p.keys, f.key)
-					merged = true
-					break
-				}
-			}
-			if merged {
+		switch {
+		case ok && f.key != "":
+			id := sameFailure{f.what, f.why}
+			if p := byFailure[id]; p != nil {
+				p.keys = append(p.keys, f.key)
 				continue
 			}
-			parts = append(parts, &part{f: f, keys: []string{f.key}})
-			continue
-		}
-		if ok {
+			p := &part{f: f, keys: []string{f.key}}
+			byFailure[id] = p
+			parts = append(parts, p)
+		case ok:
 			parts = append(parts, &part{f: f})
-			continue
+		default:
+			parts = append(parts, &part{text: texts[i]})
 		}
-		parts = append(parts, &part{text: texts[i]})
 	}
 	var b strings.Builder
 	prefixed := false
@@ -347,4 +333,61 @@ func (l errorList) Error() string {
 		b.WriteString(strings.TrimPrefix(rest.String(), "lock"))
 	}
 	return b.String()
+}
+
+// coveredTexts reports, for each error of l, whether its text is said by
+// another one: an earlier error with the same text, or another error that
+// wraps an error with this text (whose own text then repeats it). It walks
+// each error's chain once, so its cost grows with the size of the chains,
+// not with the square of the list.
+func coveredTexts(l errorList, texts []string) []bool {
+	covered := make([]bool, len(l))
+	first := make(map[string]int, len(l))
+	for i, t := range texts {
+		if j, seen := first[t]; seen && j < i {
+			covered[i] = true
+			continue
+		}
+		first[t] = i
+	}
+	wrapped := make(map[string]int) // a text wrapped inside an error of l → that error's index
+	for i, err := range l {
+		if covered[i] {
+			continue
+		}
+		walkWrapped(err, func(inner error) {
+			if t := oneLine(inner.Error()); t != texts[i] {
+				if _, ok := wrapped[t]; !ok {
+					wrapped[t] = i
+				}
+			}
+		})
+	}
+	for i, t := range texts {
+		if j, ok := wrapped[t]; ok && j != i {
+			covered[i] = true
+		}
+	}
+	return covered
+}
+
+// walkWrapped calls fn for every error err wraps, directly or not (err
+// itself excluded), through Unwrap() error and Unwrap() []error.
+func walkWrapped(err error, fn func(error)) {
+	var inner []error
+	switch u := err.(type) {
+	case interface{ Unwrap() error }:
+		if e := u.Unwrap(); e != nil {
+			inner = []error{e}
+		}
+	case interface{ Unwrap() []error }:
+		inner = u.Unwrap()
+	}
+	for _, e := range inner {
+		if e == nil {
+			continue
+		}
+		fn(e)
+		walkWrapped(e, fn)
+	}
 }

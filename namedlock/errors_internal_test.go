@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -61,6 +62,16 @@ func TestErrorText(t *testing.T) {
 			[]error{ErrLockLost},
 		},
 		{
+			"fn's error whose text contains another's without wrapping it", joinErrors(errors.New("stock low"), errors.New("order 7: stock low")),
+			`stock low; order 7: stock low`,
+			nil,
+		},
+		{
+			"the same loss of many keys (Close of a large DoMulti)", joinErrors(manyKeys(loss, 500)...),
+			`namedlock: locks ` + quotedKeys(500) + ` lost: the lock's connection was closed by the server (killed?)`,
+			[]error{ErrLockLost},
+		},
+		{
 			"a loss that failed a statement", alsoMatching(a, context.Canceled),
 			`namedlock: lock "a" lost: the lock's connection was closed by the server (killed?)`,
 			[]error{ErrLockLost, context.Canceled},
@@ -101,4 +112,22 @@ func TestErrorText(t *testing.T) {
 	if joinErrors(nil, nil) != nil || joinErrors(nil, a) != a {
 		t.Error("joinErrors of nils, or of one error, is not nil, or that error")
 	}
+}
+
+// manyKeys returns the failure err for n keys k0, k1, ….
+func manyKeys(err error, n int) []error {
+	list := make([]error, n)
+	for i := range list {
+		list[i] = forKey(fmt.Sprintf("k%d", i), err)
+	}
+	return list
+}
+
+// quotedKeys returns "k0", "k1", … as errorList writes n grouped keys.
+func quotedKeys(n int) string {
+	q := make([]string, n)
+	for i := range q {
+		q[i] = strconv.Quote(fmt.Sprintf("k%d", i))
+	}
+	return strings.Join(q, ", ")
 }
