@@ -436,9 +436,9 @@ func TestDoLostLockCancelsFn(t *testing.T) {
 	wantInUse(t, in.db, 0)
 }
 
-// TestNewLockerOptions: invalid options are refused with ErrInvalidOption
-// (New panics), valid combinations are accepted.
-func TestNewLockerOptions(t *testing.T) {
+// TestNewOptions: invalid options are refused with ErrInvalidOption, valid
+// combinations are accepted.
+func TestNewOptions(t *testing.T) {
 	t.Parallel()
 	db := openPool(t, testdb.Get(t).DSN)
 	for _, tc := range []struct {
@@ -451,27 +451,19 @@ func TestNewLockerOptions(t *testing.T) {
 		{"release timeout 0", []namedlock.Option{namedlock.WithReleaseTimeout(0)}},
 		{"keep-alive + check >= lease", []namedlock.Option{namedlock.WithKeepAlive(20 * time.Second), namedlock.WithCheckTimeout(10 * time.Second)}},
 	} {
-		l, err := namedlock.NewLocker(db, tc.opts...)
+		l, err := namedlock.New(db, tc.opts...)
 		if !errors.Is(err, namedlock.ErrInvalidOption) || l != nil {
-			t.Errorf("%s: NewLocker = %v, %v; want nil, ErrInvalidOption", tc.name, l, err)
+			t.Errorf("%s: New = %v, %v; want nil, ErrInvalidOption", tc.name, l, err)
 		}
-		func() {
-			defer func() {
-				if recover() == nil {
-					t.Errorf("%s: New did not panic", tc.name)
-				}
-			}()
-			_ = namedlock.New(db, tc.opts...)
-		}()
 	}
-	if l, err := namedlock.NewLocker(nil); !errors.Is(err, namedlock.ErrInvalidArgument) || l != nil {
-		t.Errorf("NewLocker(nil) = %v, %v", l, err)
+	if l, err := namedlock.New(nil); !errors.Is(err, namedlock.ErrInvalidArgument) || l != nil {
+		t.Errorf("New(nil) = %v, %v", l, err)
 	}
 	short := openPool(t, testdb.Get(t).DSN, pool.WithLease(5*time.Second))
-	if _, err := namedlock.NewLocker(short, namedlock.WithKeepAlive(3*time.Second), namedlock.WithCheckTimeout(2*time.Second)); !errors.Is(err, namedlock.ErrInvalidOption) {
-		t.Errorf("keep-alive + check = the pool's lease: NewLocker = %v, want ErrInvalidOption", err)
+	if _, err := namedlock.New(short, namedlock.WithKeepAlive(3*time.Second), namedlock.WithCheckTimeout(2*time.Second)); !errors.Is(err, namedlock.ErrInvalidOption) {
+		t.Errorf("keep-alive + check = the pool's lease: New = %v, want ErrInvalidOption", err)
 	}
-	l, err := namedlock.NewLocker(short, namedlock.WithKeepAlive(time.Second),
+	l, err := namedlock.New(short, namedlock.WithKeepAlive(time.Second),
 		namedlock.WithCheckTimeout(time.Second), namedlock.WithHandoff(0, 0), namedlock.WithReleaseTimeout(time.Second))
 	if err != nil {
 		t.Fatalf("valid options: %v", err)

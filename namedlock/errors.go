@@ -46,7 +46,7 @@ var (
 	// (MySQL error 3058, MariaDB 1213). Such an error also matches
 	// ErrNotAcquired. Take several keys with [Locker.DoMulti].
 	ErrDeadlock = errors.New("namedlock: deadlock")
-	// ErrInvalidOption: an option passed to [NewLocker] is out of range.
+	// ErrInvalidOption: an option passed to [New] is out of range.
 	ErrInvalidOption = errors.New("namedlock: invalid option")
 	// ErrFencing: fencing is configured ([WithFencing]) but cannot be
 	// used as asked: the fence table does not exist, [Locker.DoTx] was

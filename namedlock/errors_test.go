@@ -387,25 +387,25 @@ func TestErrorMessages(t *testing.T) {
 			is: []error{namedlock.ErrInvalidArgument},
 		},
 		{
-			name: "NewLocker: nil db",
+			name: "New: nil db",
 			run: func(t *testing.T, _ string) error {
-				_, err := namedlock.NewLocker(nil)
+				_, err := namedlock.New(nil)
 				return err
 			},
 			is: []error{namedlock.ErrInvalidArgument},
 		},
 		{
-			name: "NewLocker: a nil Option",
+			name: "New: a nil Option",
 			run: func(t *testing.T, _ string) error {
-				_, err := namedlock.NewLocker(in.db, nil)
+				_, err := namedlock.New(in.db, nil)
 				return err
 			},
 			is: []error{namedlock.ErrInvalidOption},
 		},
 		{
-			name: "NewLocker: fencing on the lock pool",
+			name: "New: fencing on the lock pool",
 			run: func(t *testing.T, _ string) error {
-				_, err := namedlock.NewLocker(in.db, namedlock.WithFencing(in.db, "fence"))
+				_, err := namedlock.New(in.db, namedlock.WithFencing(in.db, "fence"))
 				return err
 			},
 			is:   []error{namedlock.ErrInvalidOption},
@@ -419,41 +419,41 @@ func TestErrorMessages(t *testing.T) {
 			is: []error{namedlock.ErrInvalidArgument},
 		},
 		{
-			name: "NewLocker: keep-alive 0",
+			name: "New: keep-alive 0",
 			run: func(t *testing.T, _ string) error {
-				_, err := namedlock.NewLocker(in.db, namedlock.WithKeepAlive(0))
+				_, err := namedlock.New(in.db, namedlock.WithKeepAlive(0))
 				return err
 			},
 			is: []error{namedlock.ErrInvalidOption},
 		},
 		{
-			name: "NewLocker: keep-alive + check timeout past the lease",
+			name: "New: keep-alive + check timeout past the lease",
 			run: func(t *testing.T, _ string) error {
-				_, err := namedlock.NewLocker(in.db, namedlock.WithKeepAlive(20*time.Second), namedlock.WithCheckTimeout(15*time.Second))
+				_, err := namedlock.New(in.db, namedlock.WithKeepAlive(20*time.Second), namedlock.WithCheckTimeout(15*time.Second))
 				return err
 			},
 			is: []error{namedlock.ErrInvalidOption},
 		},
 		{
-			name: "NewLocker: negative handoff",
+			name: "New: negative handoff",
 			run: func(t *testing.T, _ string) error {
-				_, err := namedlock.NewLocker(in.db, namedlock.WithHandoff(-1, 0))
+				_, err := namedlock.New(in.db, namedlock.WithHandoff(-1, 0))
 				return err
 			},
 			is: []error{namedlock.ErrInvalidOption},
 		},
 		{
-			name: "NewLocker: WithFencing on a nil db",
+			name: "New: WithFencing on a nil db",
 			run: func(t *testing.T, _ string) error {
-				_, err := namedlock.NewLocker(in.db, namedlock.WithFencing(nil, "fence"))
+				_, err := namedlock.New(in.db, namedlock.WithFencing(nil, "fence"))
 				return err
 			},
 			is: []error{namedlock.ErrInvalidOption},
 		},
 		{
-			name: "NewLocker: WithFencing on a bad table name",
+			name: "New: WithFencing on a bad table name",
 			run: func(t *testing.T, _ string) error {
-				_, err := namedlock.NewLocker(in.db, namedlock.WithFencing(app, "my fence"))
+				_, err := namedlock.New(in.db, namedlock.WithFencing(app, "my fence"))
 				return err
 			},
 			is: []error{namedlock.ErrInvalidOption},
@@ -524,7 +524,7 @@ func TestErrorMessages(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				l := namedlock.New(db)
+				l := mustNew(t, db)
 				defer l.Close()
 				_ = db.Close()
 				_, err = l.Acquire(ctx, key)
@@ -535,7 +535,7 @@ func TestErrorMessages(t *testing.T) {
 		{
 			name: "Acquire after Close",
 			run: func(t *testing.T, key string) error {
-				l := namedlock.New(in.db)
+				l := mustNew(t, in.db)
 				_ = l.Close()
 				_, err := l.Acquire(ctx, key)
 				return err
@@ -545,7 +545,7 @@ func TestErrorMessages(t *testing.T) {
 		{
 			name: "Close twice",
 			run: func(t *testing.T, _ string) error {
-				l := namedlock.New(in.db)
+				l := mustNew(t, in.db)
 				_ = l.Close()
 				return l.Close()
 			},
@@ -554,7 +554,7 @@ func TestErrorMessages(t *testing.T) {
 		{
 			name: "Release after Close",
 			run: func(t *testing.T, key string) error {
-				l := namedlock.New(in.db)
+				l := mustNew(t, in.db)
 				k, err := l.Acquire(ctx, key)
 				if err != nil {
 					t.Fatal(err)
@@ -567,7 +567,7 @@ func TestErrorMessages(t *testing.T) {
 		{
 			name: "Do: the Locker closed while fn runs",
 			run: func(t *testing.T, key string) error {
-				l := namedlock.New(in.db)
+				l := mustNew(t, in.db)
 				return l.Do(ctx, key, func(fctx context.Context) error {
 					go l.Close()
 					<-fctx.Done()
@@ -579,7 +579,7 @@ func TestErrorMessages(t *testing.T) {
 		{
 			name: "Close: a held lock lost before it",
 			run: func(t *testing.T, key string) error {
-				l := namedlock.New(in.db, namedlock.WithKeepAlive(20*time.Second))
+				l := mustNew(t, in.db, namedlock.WithKeepAlive(20*time.Second))
 				if _, err := l.Acquire(ctx, key); err != nil {
 					t.Fatal(err)
 				}

@@ -86,8 +86,8 @@ func TestFencingInvalidOptions(t *testing.T) {
 		{"three parts", app, "a.b.c"},
 		{"65 characters", app, strings.Repeat("f", 65)},
 	} {
-		if _, err := namedlock.NewLocker(db, namedlock.WithFencing(tc.db, tc.table)); !errors.Is(err, namedlock.ErrInvalidOption) {
-			t.Errorf("%s: NewLocker = %v, want ErrInvalidOption", tc.name, err)
+		if _, err := namedlock.New(db, namedlock.WithFencing(tc.db, tc.table)); !errors.Is(err, namedlock.ErrInvalidOption) {
+			t.Errorf("%s: New = %v, want ErrInvalidOption", tc.name, err)
 		}
 	}
 	if err := namedlock.CreateFenceTable(context.Background(), app, "bad name"); !errors.Is(err, namedlock.ErrInvalidArgument) {

@@ -57,21 +57,11 @@ type Locker struct {
 
 // New returns a Locker on db, which should come from [pool.Open] (a
 // dedicated lock pool; its lease, [pool.WithLease], is the Locker's). It
-// panics if an option is out of range, as [regexp.MustCompile] does on a bad
-// pattern; use [NewLocker] to get an error instead. New does no I/O.
-func New(db *sql.DB, opts ...Option) *Locker {
-	l, err := NewLocker(db, opts...)
-	if err != nil {
-		panic(err)
-	}
-	return l
-}
-
-// NewLocker is [New] that returns an error, matching [ErrInvalidOption], when
-// an option or the combination of options is out of range (the keep-alive
-// interval plus check timeout must be shorter than the pool's lease; a nil
-// Option; [WithFencing] on the lock pool itself), and one matching
-// [ErrInvalidArgument] when db is nil.
+// returns an error matching [ErrInvalidOption] when an option or the
+// combination of options is out of range (the keep-alive interval plus
+// check timeout must be shorter than the pool's lease; a nil Option;
+// [WithFencing] on the lock pool itself), and one matching
+// [ErrInvalidArgument] when db is nil. New does no I/O.
 //
 // A db that does not come from pool.Open works too: its connections get
 // [pool.DefaultLease] as their session wait_timeout (one SET SESSION per
@@ -79,9 +69,9 @@ func New(db *sql.DB, opts ...Option) *Locker {
 // off before each wait at the server (one SET SESSION per wait; pool.Open
 // does it once per connection), and statements bounded by the library's
 // own timeouts are bounded by contexts rather than socket deadlines.
-func NewLocker(db *sql.DB, opts ...Option) (*Locker, error) {
+func New(db *sql.DB, opts ...Option) (*Locker, error) {
 	if db == nil {
-		return nil, fail("", "", "invalid argument: NewLocker: nil *sql.DB", ErrInvalidArgument)
+		return nil, fail("", "", "invalid argument: New: nil *sql.DB", ErrInvalidArgument)
 	}
 	srv := newServer(db)
 	cfg, err := newConfig(opts, srv.lease)

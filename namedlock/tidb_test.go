@@ -189,7 +189,7 @@ func TestTiDBMaxTxnTTLReadAgain(t *testing.T) {
 	fc := &failOnce{Connector: mc, query: flavor.MaxTxnTTLQuery}
 	db := sql.OpenDB(fc)
 	t.Cleanup(func() { _ = db.Close() })
-	l, err := namedlock.NewLocker(db)
+	l, err := namedlock.New(db)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -17,7 +17,7 @@ var (
 	ErrInvalidConfig = errors.New("schedlock: invalid configuration")
 
 	// ErrInvalidArgument reports an argument a call cannot use, which is
-	// not part of a Config or an Option: a nil *sql.DB (NewProvider), a nil
+	// not part of a Config or an Option: a nil *sql.DB (New), a nil
 	// job function (Run), an extension shorter than a millisecond (Extend).
 	// It is returned before any statement is sent.
 	ErrInvalidArgument = errors.New("schedlock: invalid argument")

@@ -57,8 +57,8 @@ func TestStaleLeaseChangesNothing(t *testing.T) {
 		t.Parallel()
 		db := singleConn(t)
 		table := newTable(t, db)
-		a := New(db, WithTable(table), WithLockedBy("a"))
-		c := New(db, WithTable(table), WithLockedBy("c"))
+		a := mustNew(t, db, WithTable(table), WithLockedBy("a"))
+		c := mustNew(t, db, WithTable(table), WithLockedBy("c"))
 		name := uniqueName(t)
 		setDBTime(t, db, 1_700_000_000.25)
 		stale, err := a.Lock(bg, cfg(name))
@@ -74,8 +74,8 @@ func TestStaleLeaseChangesNothing(t *testing.T) {
 		t.Parallel()
 		db := openDB(t)
 		table := newTable(t, db)
-		a := New(db, WithTable(table), WithLockedBy("a"))
-		c := New(openDB(t), WithTable(table), WithLockedBy("c"))
+		a := mustNew(t, db, WithTable(table), WithLockedBy("a"))
+		c := mustNew(t, openDB(t), WithTable(table), WithLockedBy("c"))
 		name := uniqueName(t)
 		stale, err := a.Lock(bg, cfg(name))
 		if err != nil {
@@ -100,7 +100,7 @@ func TestExtendAfterUnlockNeverLands(t *testing.T) {
 			t.Parallel()
 			db := openDB(t)
 			table := newTable(t, db)
-			p := New(db, WithTable(table))
+			p := mustNew(t, db, WithTable(table))
 			revived, extends := 0, 0
 			for i := range leases {
 				cfg := Config{Name: fmt.Sprintf("job-%d", i), LockAtMostFor: atMost, LockAtLeastFor: atLeast}
@@ -195,7 +195,7 @@ func TestUnlockWaitsForHeldUpExtension(t *testing.T) {
 		t.Parallel()
 		db := openDB(t)
 		table := newTable(t, db)
-		p := New(db, WithTable(table))
+		p := mustNew(t, db, WithTable(table))
 		name := uniqueName(t)
 		lease, err := p.Lock(bg, Config{Name: name, LockAtMostFor: atMost, LockAtLeastFor: atLeast})
 		if err != nil {
@@ -245,7 +245,7 @@ func TestUnlockWaitsForHeldUpExtension(t *testing.T) {
 		db := openDB(t)
 		table := newTable(t, db)
 		const unlockTimeout = time.Second
-		p := New(db, WithTable(table), WithUnlockTimeout(unlockTimeout))
+		p := mustNew(t, db, WithTable(table), WithUnlockTimeout(unlockTimeout))
 		name := uniqueName(t)
 		lease, err := p.Lock(bg, Config{Name: name, LockAtMostFor: atMost, LockAtLeastFor: atLeast})
 		if err != nil {
@@ -277,7 +277,7 @@ func TestUnlockWaitsForHeldUpExtension(t *testing.T) {
 		t.Parallel()
 		db := openDB(t)
 		table := newTable(t, db)
-		p := New(db, WithTable(table), WithUnlockTimeout(300*time.Millisecond))
+		p := mustNew(t, db, WithTable(table), WithUnlockTimeout(300*time.Millisecond))
 		name := uniqueName(t)
 		cfg := Config{Name: name, LockAtMostFor: 400 * time.Millisecond, KeepAlive: 100 * time.Millisecond}
 		lease, err := p.Lock(bg, cfg)

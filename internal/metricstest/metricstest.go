@@ -206,7 +206,7 @@ func locker(t *testing.T, dsn string, opts ...namedlock.Option) *namedlock.Locke
 	if err != nil {
 		t.Fatal(err)
 	}
-	l, err := namedlock.NewLocker(db, opts...)
+	l, err := namedlock.New(db, opts...)
 	if err != nil {
 		t.Fatal(err)
 	}

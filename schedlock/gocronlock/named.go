@@ -35,7 +35,8 @@ const tryWaitedLimit = 500 * time.Millisecond
 // Locker maps it), which fails at once with an error matching
 // namedlock.ErrNotAcquired while another instance runs the job, so gocron
 // skips the run; Unlock releases it. The lock is held exactly while the job
-// runs. It panics if l is nil.
+// runs. It returns an error matching namedlock.ErrInvalidArgument if l is
+// nil.
 //
 // A TryAcquire that took longer than 500 ms is given back and counts as
 // not acquired: on TiDB a try must wait 1 s for a held lock when the
@@ -44,11 +45,11 @@ const tryWaitedLimit = 500 * time.Millisecond
 // another instance's run of the same tick ends, running the job twice in
 // that tick. A run that found the pool exhausted for that long is skipped
 // too.
-func NewNamedLocker(l *namedlock.Locker) gocron.Locker {
+func NewNamedLocker(l *namedlock.Locker) (gocron.Locker, error) {
 	if l == nil {
-		panic("gocronlock: NewNamedLocker with a nil *namedlock.Locker")
+		return nil, fmt.Errorf("%w: gocronlock: NewNamedLocker: nil *namedlock.Locker", namedlock.ErrInvalidArgument)
 	}
-	return namedLocker{l}
+	return namedLocker{l}, nil
 }
 
 type namedLocker struct{ l *namedlock.Locker }
