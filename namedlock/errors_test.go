@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -278,20 +279,29 @@ func TestErrorMessages(t *testing.T) {
 			says: []string{"context canceled"},
 		},
 		{
-			name: "TryAcquire: held by another instance",
+			// TryAcquire returns no error for a held key; the observer's
+			// event carries one.
+			name: "TryAcquire: held by another instance (the observer's event)",
 			run: func(t *testing.T, key string) error {
 				holdElsewhere(t, key)
-				_, err := in.locker.TryAcquire(ctx, key)
-				return err
+				l, last := observedLocker(t, in.db)
+				if k, err := l.TryAcquire(ctx, key); k != nil || err != nil {
+					t.Errorf("TryAcquire of a held key = %v, %v; want nil, nil", k, err)
+				}
+				return last()
 			},
 			is:   []error{namedlock.ErrNotAcquired},
 			says: []string{"held by another session"},
 		},
 		{
-			name: "TryDo: held by a caller of the same Locker",
+			name: "TryDo: held by a caller of the same Locker (the observer's event)",
 			run: func(t *testing.T, key string) error {
-				acquire(t, in.locker, key)
-				return in.locker.TryDo(ctx, key, func(context.Context) error { return nil })
+				l, last := observedLocker(t, in.db)
+				acquire(t, l, key)
+				if ran, err := l.TryDo(ctx, key, func(context.Context) error { return nil }); ran || err != nil {
+					t.Errorf("TryDo of a held key = %v, %v; want false, nil", ran, err)
+				}
+				return last()
 			},
 			is:   []error{namedlock.ErrNotAcquired},
 			says: []string{"held by another caller of this Locker"},
@@ -343,7 +353,11 @@ func TestErrorMessages(t *testing.T) {
 		{
 			name: "TryDo: nil fn",
 			run: func(t *testing.T, key string) error {
-				return in.locker.TryDo(ctx, key, nil)
+				ran, err := in.locker.TryDo(ctx, key, nil)
+				if ran {
+					t.Error("TryDo with a nil fn ran")
+				}
+				return err
 			},
 			is: []error{namedlock.ErrInvalidArgument},
 		},
@@ -633,6 +647,29 @@ func TestErrorMessages(t *testing.T) {
 }
 
 var errShutdown = errors.New("shutting down")
+
+// observedLocker returns a Locker on db, closed at the end of the test, and
+// a func that returns the error of its latest NotAcquired event.
+func observedLocker(t *testing.T, db *sql.DB) (*namedlock.Locker, func() error) {
+	t.Helper()
+	var (
+		mu   sync.Mutex
+		last error
+	)
+	l := mustNew(t, db, namedlock.WithObserver(func(e namedlock.Event) {
+		if e.Outcome == namedlock.NotAcquired {
+			mu.Lock()
+			last = e.Err
+			mu.Unlock()
+		}
+	}))
+	t.Cleanup(func() { _ = l.Close() })
+	return l, func() error {
+		mu.Lock()
+		defer mu.Unlock()
+		return last
+	}
+}
 
 // driverResult is a sql.Result that changed n rows.
 type driverResult int64

@@ -105,22 +105,23 @@ func ExampleLocker_TryDo() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	err = b.TryDo(ctx, key, func(ctx context.Context) error {
+	// A held key is not an error: TryDo says fn did not run.
+	ran, err := b.TryDo(ctx, key, func(ctx context.Context) error {
 		fmt.Println("not printed: the key is held")
 		return nil
 	})
-	fmt.Println("while held:", errors.Is(err, namedlock.ErrNotAcquired))
+	fmt.Println("while held:", ran, err)
 
 	_ = held.Release(ctx)
-	err = b.TryDo(ctx, key, func(ctx context.Context) error {
+	ran, err = b.TryDo(ctx, key, func(ctx context.Context) error {
 		fmt.Println("report runs")
 		return nil
 	})
-	fmt.Println("after release:", err)
+	fmt.Println("after release:", ran, err)
 	// Output:
-	// while held: true
+	// while held: false <nil>
 	// report runs
-	// after release: <nil>
+	// after release: true <nil>
 }
 
 func ExampleLocker_Acquire() {

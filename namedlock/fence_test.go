@@ -120,8 +120,8 @@ func TestFencingTokens(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if err := in.locker.TryDo(ctx, key, record); err != nil {
-		t.Fatal(err)
+	if ran, err := in.locker.TryDo(ctx, key, record); !ran || err != nil {
+		t.Fatal(ran, err)
 	}
 	k, err := other.locker.Acquire(ctx, key)
 	if err != nil {
@@ -370,11 +370,12 @@ func TestFencingStaleWriteOutsideTx(t *testing.T) {
 	killSession(t, admin(t), holderOf(t, admin(t), a.Name()))
 	var lastErr error
 	eventually(t, 10*time.Second, "B never got the lock", func() bool {
-		lastErr = other.locker.TryDo(ctx, key, func(ctx context.Context) error {
+		var ran bool
+		ran, lastErr = other.locker.TryDo(ctx, key, func(ctx context.Context) error {
 			tok, _ := namedlock.TokenFromContext(ctx)
 			return write(ctx, tok, 9)
 		})
-		return lastErr == nil
+		return ran && lastErr == nil
 	})
 	t.Logf("B wrote (last error before: %v)", lastErr)
 	// A wakes up and writes with its older token: rejected.

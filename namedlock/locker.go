@@ -128,11 +128,28 @@ func (l *Locker) Acquire(ctx context.Context, key string) (*Lock, error) {
 	return l.acquire(ctx, key, false, true, early{kind: earlyNone}, nil)
 }
 
-// TryAcquire takes the lock named by key if it is free now, and otherwise
-// returns an error matching [ErrNotAcquired] without waiting for the holder.
-// It still waits for a pool connection, within ctx.
+// TryAcquire takes the lock named by key if it is free now. When key is
+// held (by another session, or by another caller of this Locker) it
+// returns nil and a nil error at once, without waiting for the holder: a
+// held key is an answer, not a failure. It still waits for a pool
+// connection, within ctx; every other failure (ctx, the pool, the server,
+// an empty key, Close) is an error, as for [Locker.Acquire]. The observer
+// sees a held key as a [NotAcquired] event, and [Stats] counts it as not
+// acquired.
+//
+// A nil *Lock's Release returns [ErrNotHeld], so
+//
+//	lock, err := locker.TryAcquire(ctx, key)
+//	if err != nil || lock == nil {
+//		return err // nil: someone else has it
+//	}
+//	defer lock.Release(ctx)
 func (l *Locker) TryAcquire(ctx context.Context, key string) (*Lock, error) {
-	return l.acquire(ctx, key, true, true, early{kind: earlyNone}, nil)
+	k, err := l.acquire(ctx, key, true, true, early{kind: earlyNone}, nil)
+	if err != nil && errors.Is(err, errHeld) {
+		return nil, nil
+	}
+	return k, err
 }
 
 // acquire takes key's lock: from a local holder or a lingering lock when it

@@ -32,9 +32,9 @@ const tryWaitedLimit = 500 * time.Millisecond
 
 // NewNamedLocker returns a gocron.Locker backed by MySQL named locks: Lock is
 // l.TryAcquire of keyfmt.Key(NamedKeyPrefix, jobName), passed unmapped (the
-// Locker maps it), which fails at once with an error matching
-// namedlock.ErrNotAcquired while another instance runs the job, so gocron
-// skips the run; Unlock releases it. The lock is held exactly while the job
+// Locker maps it); while another instance runs the job, Lock fails at once
+// with an error matching namedlock.ErrNotAcquired, so gocron skips the run
+// (gocron skips only on an error). Unlock releases it. The lock is held exactly while the job
 // runs. It returns an error matching namedlock.ErrInvalidArgument if l is
 // nil.
 //
@@ -60,6 +60,10 @@ func (n namedLocker) Lock(ctx context.Context, key string) (gocron.Lock, error) 
 	lk, err := n.l.TryAcquire(ctx, keyfmt.Key(NamedKeyPrefix, key))
 	if err != nil {
 		return nil, err
+	}
+	if lk == nil {
+		// gocron skips a run only on an error.
+		return nil, fmt.Errorf("%w: gocronlock: job %q is running on another instance; this run is skipped", namedlock.ErrNotAcquired, key)
 	}
 	if took := time.Since(start); took > tryWaitedLimit {
 		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), releaseTimeout)
