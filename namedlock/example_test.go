@@ -309,7 +309,7 @@ func ExampleWithFencing() {
 	defer locker.Close()
 
 	err = locker.DoTx(ctx, keyfmt.Key(products, 42), appDB, nil, func(ctx context.Context, tx *sqlx.Tx) error {
-		token, _ := namedlock.TokenFromContext(ctx)
+		token, _ := namedlock.TokenFromContext(ctx, keyfmt.Key(products, 42))
 		fmt.Println("token:", token)
 		var stock int
 		if err := tx.GetContext(ctx, &stock, "SELECT stock FROM "+products+" WHERE id = 42"); err != nil {
