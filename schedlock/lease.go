@@ -29,8 +29,8 @@ type Lease struct {
 	mu        sync.Mutex
 	unlocked  bool
 	lost      error
-	unlockErr error // the first Unlock's result, set before finished is closed
-	inflight sync.WaitGroup // extensions sent and not answered; Add only under mu while !unlocked
+	unlockErr error          // the first Unlock's result, set before finished is closed
+	inflight  sync.WaitGroup // extensions sent and not answered; Add only under mu while !unlocked
 
 	// abandon cancels the extensions still in flight; only Unlock calls
 	// it, after waiting the unlock timeout for them.
