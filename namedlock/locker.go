@@ -152,6 +152,35 @@ func (l *Locker) TryAcquire(ctx context.Context, key string) (*Lock, error) {
 	return k, err
 }
 
+// Held reports whether the lock named by key is held now by any session of
+// the server: another process's, or one of this Locker's (a lock it holds,
+// or is handing on or giving back). It asks the server, IS_USED_LOCK of
+// [keyfmt.Portable](key), on a connection of the lock pool borrowed for that
+// one statement; it takes no lock, waits for none, and counts nothing in
+// [Stats]. The answer may have changed by the time it returns: to run
+// something only if the key is free, use [Locker.TryDo], which takes the
+// lock in the same step. On TiDB the server answers for a lock that
+// another session holds after 1 s.
+//
+// An empty key returns an error matching [ErrInvalidKey]; after
+// [Locker.Close], ErrClosed; a failed statement, an error (matching
+// ctx.Err() when ctx ended first). A nil ctx panics.
+func (l *Locker) Held(ctx context.Context, key string) (bool, error) {
+	if ctx == nil {
+		panic("namedlock: nil Context")
+	}
+	if key == "" {
+		return false, errEmptyKey
+	}
+	l.mu.Lock()
+	closed := l.closed
+	l.mu.Unlock()
+	if closed {
+		return false, ErrClosed
+	}
+	return l.srv.used(ctx, key, keyfmt.Portable(key))
+}
+
 // acquire takes key's lock: from a local holder or a lingering lock when it
 // can, otherwise at the server, after the callers of this Locker queued for
 // the same name before it. With fencing, mint gives the new holder its
