@@ -8,14 +8,13 @@
 // "job" are one lock on MySQL and two on MariaDB, and a 70-character name
 // works on MariaDB but fails on MySQL.
 //
-// A name is portable (see [IsPortable]) when it is 1 to [MaxLen] bytes drawn
-// from the alphabet
+// A plain name is 1 to [MaxLen] bytes drawn from the alphabet
 //
 //	a-z 0-9 - _ . : /
 //
 // Such a name is ASCII, valid utf8mb3 and lowercase, so MySQL's case folding
-// and MariaDB's byte comparison agree on it. [Portable] returns portable
-// names unchanged and maps every other string to a deterministic name of the
+// and MariaDB's byte comparison agree on it. [Portable] returns plain names
+// unchanged and maps every other string to a deterministic name of the
 // form
 //
 //	readable-prefix#hash
@@ -24,13 +23,32 @@
 // outside the alphabet replaced by '_', truncated so that the whole name fits
 // in MaxLen bytes, and hash is the first 20 characters (100 bits) of the
 // lowercase, unpadded base32 encoding of the SHA-256 of the raw input bytes.
-// The '#' is deliberately outside the portable alphabet: a mapped name can
-// never equal a name returned unchanged, so two distinct inputs never share a
-// lock name unless their hashes collide in those 100 bits. Mapped names are
-// still ASCII, lowercase and at most MaxLen bytes, so every server treats them
-// identically; they are not themselves portable, and calling Portable on a
-// mapped name maps it again to a different name. Apply Portable exactly once,
-// to the original key.
+// The '#' is outside the plain alphabet, so a mapped name never equals a
+// plain one. Mapped names are ASCII, lowercase and at most MaxLen bytes, so
+// every server treats them identically.
+//
+// A name is portable ([IsPortable]) when Portable returns it unchanged: a
+// plain name, or one of the mapped shape (at most 43 bytes of the alphabet,
+// '#', 20 characters of a-z and 2-7). Every name Portable returns is
+// portable, so Portable is idempotent: Portable(Portable(s)) ==
+// Portable(s). A server name copied from the process list, IS_USED_LOCK or
+// Lock.Name and used as a key names the same lock.
+//
+// # Idempotent, not collision-proof against crafted keys
+//
+// Idempotency has a price: a string that already has the mapped shape is
+// its own name, so a key crafted as "product:42#4kbjxyi65uadq45vjbmj" takes
+// the lock of the key "Product:42". Both cannot hold at once — a fixed point
+// of Portable is such a crafted key — and this package chooses idempotency.
+// The server's lock name space is shared by every session, and any client
+// may call GET_LOCK on any name with raw SQL, so the mapping was never a
+// boundary between keys: it keeps apart keys that servers would otherwise
+// fold together (case, length, encoding), not keys chosen to meet. Keys
+// that do not have the mapped shape never share a name unless their
+// 100-bit hashes collide. Where keys come from untrusted input, refuse a
+// '#' in it (no key without '#' has the mapped shape), or join it under a
+// fixed prefix with [Key], so that a crafted key can meet only keys under
+// the same prefix.
 //
 // The mapping is a stable format, not an implementation detail: processes
 // that lock the same key must compute the same name, even when they run
@@ -41,8 +59,8 @@
 // [Key] builds a key from a prefix and an identifier by joining them with
 // ':', for example Key("product", 42) == "product:42" and
 // Key("Product", 42) == "Product:42". It never maps. Key joins; the Locker
-// maps: namedlock's Locker applies Portable exactly once to every key it is
-// given, so the name the server sees for key k (in IS_USED_LOCK,
+// maps: namedlock's Locker applies Portable to every key it is given, so
+// the name the server sees for key k (in IS_USED_LOCK,
 // SHOW PROCESSLIST, performance_schema.metadata_locks, and as Lock.Name) is
 // always Portable(k):
 //
@@ -52,15 +70,8 @@
 // A portable key is its own server name, so another program's plain
 // SELECT GET_LOCK('product:42', ...) excludes a Locker holding the key
 // "product:42". A program that takes the same lock with raw SQL must in
-// general use Portable(Key(...)) as the name.
-//
-// Earlier versions of this package mapped inside Key as well, so a Locker
-// given Key's result for a non-portable join k locked Portable(Portable(k))
-// ("product:42_4kbjxyi65uadq45vjbmj#ax4333x3fi7sejltphkk" for Key("Product",
-// 42)). Processes running such a version and processes running this one
-// lock different server names for those keys and do not exclude each
-// other: do not run them side by side on such keys. Keys whose join is
-// portable ("product:42") are unaffected.
+// general use Portable(Key(...)) as the name; a Locker given that name as
+// its key takes the same lock.
 //
 // Portable does not reject anything. In particular Portable("") returns a
 // mapped name ("#" followed by the hash); callers that consider an empty key

@@ -23,10 +23,24 @@ func ExampleIsPortable() {
 	fmt.Println(keyfmt.IsPortable("jobs/nightly-report"))
 	fmt.Println(keyfmt.IsPortable("Jobs"))
 	fmt.Println(keyfmt.IsPortable(""))
+	// A name Portable returned is portable: Portable returns it unchanged.
+	fmt.Println(keyfmt.IsPortable(keyfmt.Portable("Jobs")))
 	// Output:
 	// true
 	// false
 	// false
+	// true
+}
+
+func ExamplePortable_idempotent() {
+	// A server name, as the process list shows it, names the same lock
+	// when it is used as a key.
+	name := keyfmt.Portable("Product:42")
+	fmt.Println(name)
+	fmt.Println(keyfmt.Portable(name))
+	// Output:
+	// product:42#4kbjxyi65uadq45vjbmj
+	// product:42#4kbjxyi65uadq45vjbmj
 }
 
 func ExampleKey() {

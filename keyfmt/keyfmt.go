@@ -15,7 +15,7 @@ const MaxLen = 64
 
 const (
 	// sep separates the readable prefix of a mapped name from its hash. It is
-	// not in the portable alphabet, so mapped names never look portable.
+	// not in the plain alphabet, so a mapped name never equals a plain one.
 	sep = '#'
 	// hashLen is the number of base32 characters of the hash: 100 bits.
 	hashLen = 20
@@ -26,7 +26,7 @@ const (
 // b32 is lowercase base32 (RFC 4648 alphabet, lowercased) without padding.
 var b32 = base32.NewEncoding("abcdefghijklmnopqrstuvwxyz234567").WithPadding(base32.NoPadding)
 
-// allowed reports whether c is in the portable alphabet a-z 0-9 - _ . : /.
+// allowed reports whether c is in the plain alphabet a-z 0-9 - _ . : /.
 func allowed(c byte) bool {
 	switch {
 	case 'a' <= c && c <= 'z', '0' <= c && c <= '9':
@@ -37,14 +37,23 @@ func allowed(c byte) bool {
 	return false
 }
 
-// IsPortable reports whether name is usable unchanged as a lock name on every
-// supported server: it is 1 to [MaxLen] bytes long and each byte is one of
-// a-z, 0-9, '-', '_', '.', ':' or '/'.
-func IsPortable(name string) bool {
-	return isPortable(name)
+// inBase32 reports whether c is a character of the hash's lowercase base32.
+func inBase32(c byte) bool {
+	return 'a' <= c && c <= 'z' || '2' <= c && c <= '7'
 }
 
-func isPortable[T ~string | ~[]byte](name T) bool {
+// IsPortable reports whether name is a server name as it is, the same on
+// every supported server: whether [Portable] returns it unchanged. That is
+// a plain name, 1 to [MaxLen] bytes each one of a-z, 0-9, '-', '_', '.',
+// ':' or '/', or a name of the shape Portable maps other strings to: at
+// most 43 bytes of that alphabet, '#' and 20 characters of lowercase
+// base32 (a-z, 2-7). Every name Portable returns is portable.
+func IsPortable(name string) bool {
+	return isPlain(name) || isMapped(name)
+}
+
+// isPlain reports whether name is 1 to MaxLen bytes of the plain alphabet.
+func isPlain(name string) bool {
 	if len(name) == 0 || len(name) > MaxLen {
 		return false
 	}
@@ -56,26 +65,48 @@ func isPortable[T ~string | ~[]byte](name T) bool {
 	return true
 }
 
+// isMapped reports whether name has the shape of a mapped name: at most
+// maxPrefix bytes of the plain alphabet, sep, and hashLen characters of
+// lowercase base32.
+func isMapped(name string) bool {
+	if len(name) < 1+hashLen || len(name) > MaxLen {
+		return false
+	}
+	at := len(name) - hashLen - 1
+	if name[at] != sep {
+		return false
+	}
+	for i := 0; i < at; i++ {
+		if !allowed(name[i]) {
+			return false
+		}
+	}
+	for i := at + 1; i < len(name); i++ {
+		if !inBase32(name[i]) {
+			return false
+		}
+	}
+	return true
+}
+
 // Portable returns a lock name for name that every supported server treats
-// the same way.
+// the same way. It is idempotent: Portable(Portable(s)) == Portable(s).
 //
-// If [IsPortable](name) is true, Portable returns name itself and allocates
-// nothing. Otherwise it returns name mapped to "prefix#hash": prefix is name
-// with A-Z lowercased and every other byte outside the portable alphabet
-// replaced by '_', cut to fit, and hash is the first 20 characters of the
-// lowercase unpadded base32 encoding of SHA-256(name). The result is
-// deterministic, at most [MaxLen] bytes, ASCII and lowercase. Because mapped
-// names contain '#' and unchanged names cannot, distinct inputs give distinct
-// outputs (barring a collision in the 100-bit hash).
+// If [IsPortable](name) is true (a plain name, or one Portable returned),
+// Portable returns name itself and allocates nothing. Otherwise it returns
+// name mapped to "prefix#hash": prefix is name with A-Z lowercased and
+// every other byte outside the plain alphabet replaced by '_', cut to fit,
+// and hash is the first 20 characters of the lowercase unpadded base32
+// encoding of SHA-256(name). The result is deterministic, at most [MaxLen]
+// bytes, ASCII and lowercase. Two inputs share a result only when one of
+// them is that result itself (a string of the mapped shape, returned
+// unchanged) or their hashes collide in 100 bits; the package
+// documentation says why that is the chosen trade.
 //
-// A mapped result is not itself portable: Portable(Portable(s)) differs from
-// Portable(s) when s is not portable. Apply Portable exactly once, to the
-// original key: namedlock's Locker does, so callers pass it keys (for
-// example from [Key]), never names that Portable already returned.
 // Portable("") returns a mapped name; callers that must reject empty keys
 // should do so before calling it.
 func Portable(name string) string {
-	if isPortable(name) {
+	if isPlain(name) || isMapped(name) {
 		return name
 	}
 	// Copy into a stack buffer: unlike []byte(name), this does not allocate
@@ -124,8 +155,8 @@ func mapped(name []byte) string {
 //
 //	SELECT GET_LOCK('product:42#4kbjxyi65uadq45vjbmj', 10)
 //
-// Do not pass Key's result through Portable before handing it to a Locker:
-// that maps it twice.
+// Since Portable is idempotent, a Locker given that server name as a key
+// takes the same lock.
 //
 // For string, []byte and integer ids whose joined key is at most 128 bytes
 // long, Key allocates only its result.

@@ -30,8 +30,8 @@ func checkMapped(t testing.TB, in, out string) {
 	if want := refHash(in); hash != want {
 		t.Errorf("Portable(%q) = %q: hash %q, want %q", in, out, hash, want)
 	}
-	if IsPortable(out) {
-		t.Errorf("Portable(%q) = %q: a mapped name must not be portable", in, out)
+	if !IsPortable(out) || Portable(out) != out {
+		t.Errorf("Portable(%q) = %q: a mapped name must be portable, its own name", in, out)
 	}
 }
 
@@ -65,6 +65,22 @@ func TestIsPortable(t *testing.T) {
 		{"a\nb", false},
 		{"a%b", false},
 		{"\xff", false},
+		// The mapped shape: at most 43 bytes of the alphabet, '#', 20
+		// characters of lowercase base32.
+		{"product:42#4kbjxyi65uadq45vjbmj", true},
+		{"#4oymiquy7qobjgx36tej", true},
+		{strings.Repeat("x", maxPrefix) + "#4oymiquy7qobjgx36tej", true},    // 64 bytes
+		{strings.Repeat("x", maxPrefix+1) + "#4oymiquy7qobjgx36tej", false}, // 65 bytes
+		{"product:42#4KBJXYI65UADQ45VJBMJ", false},                          // upper-case hash
+		{"Product:42#4kbjxyi65uadq45vjbmj", false},                          // upper-case prefix
+		{"product 42#4kbjxyi65uadq45vjbmj", false},                          // space in the prefix
+		{"product:42#4kbjxyi65uadq45vjbm", false},                           // 19 hash characters
+		{"product:42#4kbjxyi65uadq45vjbmjj", false},                         // 21
+		{"product:42#4kbjxyi65uadq45vjbm1", false},                          // '1' is not base32
+		{"product:42#4kbjxyi65uadq45vjbm8", false},                          // nor '8'
+		{"a#b#4kbjxyi65uadq45vjbmj", false},                                 // '#' in the prefix
+		{"product:42#4kbjxyi65uadq45vjbmj#", false},                         // '#' at the end
+		{"4kbjxyi65uadq45vjbmj#", false},                                    // hash before '#'
 	}
 	for _, tt := range tests {
 		if got := IsPortable(tt.name); got != tt.want {
@@ -114,7 +130,9 @@ func TestPortableMapped(t *testing.T) {
 		{"space", "my lock", ""},
 		{"trailing space", "job ", ""},
 		{"hash sign", "a#b", ""},
-		{"looks mapped", "product:42#4kbjxyi65uadq45vjbmj", ""},
+		{"looks mapped, upper-case hash", "product:42#4KBJXYI65UADQ45VJBMJ", ""},
+		{"looks mapped, short hash", "product:42#4kbjxyi65uadq45vjbm", ""},
+		{"looks mapped, 65 bytes", strings.Repeat("x", maxPrefix+1) + "#4oymiquy7qobjgx36tej", ""},
 		{"65 bytes", strings.Repeat("x", MaxLen+1), ""},
 		{"1000 bytes", strings.Repeat("ab", 500), ""},
 		{"long upper", strings.Repeat("AB", 100), ""},
@@ -178,17 +196,24 @@ func TestPortableDistinct(t *testing.T) {
 	}
 }
 
-// TestPortableNotIdempotent documents that a mapped name is mapped again.
-func TestPortableNotIdempotent(t *testing.T) {
-	once := Portable("Upper")
-	twice := Portable(once)
-	if twice == once {
-		t.Fatalf("Portable(%q) = %q, expected it to be mapped again", once, twice)
+// TestPortableIdempotent: a mapped name is its own name, and so is any
+// string of the mapped shape; portable names are unchanged.
+func TestPortableIdempotent(t *testing.T) {
+	for _, in := range []string{"Upper", "", "café 🔒", strings.Repeat("Ab", 100), "a#b", "#", "Product:42"} {
+		once := Portable(in)
+		if twice := Portable(once); twice != once {
+			t.Errorf("Portable(Portable(%q)) = %q, want %q", in, twice, once)
+		}
 	}
-	checkMapped(t, once, twice)
-	// For portable names, Portable is idempotent.
-	if p := Portable("lower"); Portable(p) != p {
-		t.Errorf("Portable not idempotent on a portable name")
+	for _, name := range []string{
+		"lower",
+		"product:42#4kbjxyi65uadq45vjbmj", // Portable("Product:42")
+		"anything:at-all#aaaaaaaaaaaaaaaaaaaa",
+		"#22222222222222222222",
+	} {
+		if got := Portable(name); got != name {
+			t.Errorf("Portable(%q) = %q, want it unchanged", name, got)
+		}
 	}
 }
 
@@ -380,13 +405,13 @@ func TestPortableOfKey(t *testing.T) {
 			continue
 		}
 		checkMapped(t, tt.joined, name)
-		if twice := Portable(Portable(tt.joined)); name == twice {
-			t.Errorf("Portable(Key(%q, %#v)) = %q is the double mapping", tt.prefix, tt.id, name)
+		if twice := Portable(name); twice != name {
+			t.Errorf("Portable(Portable(Key(%q, %#v))) = %q, want %q", tt.prefix, tt.id, twice, name)
 		}
 	}
-	// The double mapping the issue reported, pinned so it cannot come back.
-	if name, old := Portable(Key("Product", 42)), "product:42_4kbjxyi65uadq45vjbmj#ax4333x3fi7sejltphkk"; name == old || Portable(Portable("Product:42")) != old {
-		t.Errorf("Portable(Key(Product, 42)) = %q; the double mapping is %q", name, Portable(Portable("Product:42")))
+	// A double mapping cannot give another name.
+	if name, double := Portable(Key("Product", 42)), "product:42_4kbjxyi65uadq45vjbmj#ax4333x3fi7sejltphkk"; name == double || Portable(name) != name {
+		t.Errorf("Portable(Key(Product, 42)) = %q, Portable of it %q", name, Portable(name))
 	}
 }
 
@@ -430,12 +455,9 @@ func isASCIILower(s string) bool {
 }
 
 // FuzzPortable checks, for any pair of inputs, that Portable is
-// deterministic, returns short lowercase ASCII names of the documented shape,
-// and is injective: Portable(a) == Portable(b) exactly when a == b.
-//
-// Portable is not idempotent on mapped names (they contain '#', which is not
-// portable, so they are mapped again); the target checks only that
-// re-mapping is itself deterministic and well-formed.
+// deterministic, returns short lowercase ASCII names of the documented
+// shape, and is injective but for fixed points: Portable(a) == Portable(b)
+// for a != b only when one of them is that name itself.
 func FuzzPortable(f *testing.F) {
 	seeds := [][2]string{
 		{"", ""},
@@ -474,13 +496,11 @@ func FuzzPortable(f *testing.F) {
 			} else {
 				checkMapped(t, in, out)
 			}
-			// Re-mapping: unchanged for portable outputs, else mapped again.
-			re := Portable(out)
-			if (re == out) != IsPortable(out) || re != Portable(out) {
-				t.Fatalf("Portable(Portable(%q)) = %q, from %q", in, re, out)
+			if re := Portable(out); re != out {
+				t.Fatalf("Portable(Portable(%q)) = %q, want %q", in, re, out)
 			}
 		}
-		if (a == b) != (pa == pb) {
+		if a == b && pa != pb || a != b && pa == pb && pa != a && pb != b {
 			t.Fatalf("a == b is %v but Portable(%q) = %q, Portable(%q) = %q", a == b, a, pa, b, pb)
 		}
 		// Key only joins; its server name is Portable of the join.
@@ -490,6 +510,65 @@ func FuzzPortable(f *testing.F) {
 		}
 		if got, want := Portable(k), Portable(a+":"+b); got != want {
 			t.Fatalf("Portable(Key(%q, %q)) = %q, want %q", a, b, got, want)
+		}
+	})
+}
+
+// FuzzPortableIdempotent: Portable(Portable(s)) == Portable(s) for every s;
+// a portable s is returned unchanged, and any other is mapped to a name of
+// the documented shape with s's hash.
+func FuzzPortableIdempotent(f *testing.F) {
+	for _, s := range []string{
+		"",
+		"#",
+		"##",
+		"a#",
+		"#a",
+		"a#b",
+		"a##b",
+		"product:42",
+		"Product:42",
+		"PRODUCT:42",
+		"product:42#4kbjxyi65uadq45vjbmj", // a mapped name
+		"product:42#4KBJXYI65UADQ45VJBMJ", // upper-case hash
+		"Product:42#4kbjxyi65uadq45vjbmj", // upper-case prefix
+		"#4oymiquy7qobjgx36tej",           // Portable("")
+		"product:42_4kbjxyi65uadq45vjbmj#ax4333x3fi7sejltphkk",
+		"caf_______#4pp6an2mtcxxo7cpgopq",
+		"product:42#4kbjxyi65uadq45vjbm",   // 19 hash characters
+		"product:42#4kbjxyi65uadq45vjbmjj", // 21
+		"product:42#4kbjxyi65uadq45vjbm1",  // not base32
+		"#" + strings.Repeat("a", hashLen) + "#",
+		strings.Repeat("x", MaxLen),
+		strings.Repeat("x", MaxLen+1),
+		strings.Repeat("X", MaxLen),
+		strings.Repeat("x", maxPrefix) + "#" + strings.Repeat("a", hashLen),   // 64 bytes, mapped shape
+		strings.Repeat("x", maxPrefix+1) + "#" + strings.Repeat("a", hashLen), // 65 bytes
+		strings.Repeat("x", maxPrefix-1) + "#" + strings.Repeat("a", hashLen+1),
+		strings.Repeat("x", MaxLen-1) + "#",
+		"café 🔒",
+		"a\x00b",
+		"\xff\xfe",
+	} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		once := Portable(s)
+		if twice := Portable(once); twice != once {
+			t.Fatalf("Portable(Portable(%q)) = %q, want %q", s, twice, once)
+		}
+		if !IsPortable(once) {
+			t.Fatalf("Portable(%q) = %q is not portable", s, once)
+		}
+		if IsPortable(s) != (once == s) {
+			t.Fatalf("IsPortable(%q) = %v but Portable returns %q", s, IsPortable(s), once)
+		}
+		if IsPortable(s) {
+			return
+		}
+		checkMapped(t, s, once)
+		if want := Portable(strings.Clone(s)); want != once {
+			t.Fatalf("Portable(%q) not deterministic: %q then %q", s, once, want)
 		}
 	})
 }

@@ -33,12 +33,12 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 func TestDoMultiClaimKeepsBusyKeysUnit(t *testing.T) {
 	db, _ := reviewPool(t, 2)
 	other, _ := reviewPool(t, 2)
-	l, err := NewLocker(db)
+	l, err := New(db)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer l.Close()
-	lo, err := NewLocker(other)
+	lo, err := New(other)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -122,12 +122,12 @@ func TestDoMultiClaimKeepsBusyKeysUnit(t *testing.T) {
 func TestDoMultiGivesBackUnusedUnit(t *testing.T) {
 	db, _ := reviewPool(t, 3)
 	other, _ := reviewPool(t, 2)
-	l, err := NewLocker(db)
+	l, err := New(db)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer l.Close()
-	lo, err := NewLocker(other)
+	lo, err := New(other)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -174,7 +174,7 @@ func TestDoMultiGivesBackUnusedUnit(t *testing.T) {
 // next look at the limit, not at its ctx.
 func TestDoMultiLimitLoweredBelowKeys(t *testing.T) {
 	db, _ := reviewPool(t, 3)
-	l, err := NewLocker(db)
+	l, err := New(db)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -34,18 +34,26 @@ func (l *Locker) Do(ctx context.Context, key string, fn func(ctx context.Context
 	return l.run(ctx, []*Lock{k}, fn)
 }
 
-// TryDo is [Locker.Do] that does not wait for a holder: when key is held it
-// returns an error matching [ErrNotAcquired] without running fn. A nil fn
-// returns an error matching [ErrInvalidArgument].
-func (l *Locker) TryDo(ctx context.Context, key string, fn func(ctx context.Context) error) error {
+// TryDo is [Locker.Do] that does not wait for a holder, with the result of
+// schedlock's Run:
+//
+//   - key is held (by another session, or another caller of this Locker):
+//     fn does not run; ran is false and err is nil.
+//   - The lock was taken: fn runs as in Do and the lock is released; ran
+//     is true and err is what Do would return (fn's error, a loss, a
+//     failed release).
+//   - Anything else kept the lock from being taken (ctx, the pool, the
+//     server, an empty key, Close): ran is false and err says why. A nil fn
+//     returns an error matching [ErrInvalidArgument].
+func (l *Locker) TryDo(ctx context.Context, key string, fn func(ctx context.Context) error) (ran bool, err error) {
 	if fn == nil {
-		return nilFn("TryDo")
+		return false, nilFn("TryDo")
 	}
 	k, err := l.TryAcquire(ctx, key)
-	if err != nil {
-		return err
+	if err != nil || k == nil {
+		return false, err
 	}
-	return l.run(ctx, []*Lock{k}, fn)
+	return true, l.run(ctx, []*Lock{k}, fn)
 }
 
 // DoMulti is [Locker.Do] over several keys at once. The keys are taken one

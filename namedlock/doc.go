@@ -5,7 +5,9 @@
 // make sure a critical section on one entity runs in one place at a time:
 //
 //	db, err := pool.Open(dsn)              // the dedicated lock pool
-//	locker := namedlock.New(db)
+//	...
+//	locker, err := namedlock.New(db)
+//	...
 //	defer locker.Close()
 //	err = locker.Do(ctx, keyfmt.Key("product", 42), func(ctx context.Context) error {
 //		return decrementStock(ctx, 42)     // on the application's primary pool

@@ -17,7 +17,8 @@ import (
 // once.
 var (
 	// ErrNotAcquired: the lock was not acquired, because another session
-	// holds it (TryAcquire, a server timeout), because ctx ended first (the
+	// holds it (a server timeout; [Locker.TryAcquire] and [Locker.TryDo]
+	// report a held key without an error), because ctx ended first (the
 	// error then also matches ctx.Err()), or because the server ended the
 	// wait itself, by an operator's KILL QUERY or a statement time limit
 	// (which lock connections switch off for their sessions), or because
@@ -46,7 +47,7 @@ var (
 	// (MySQL error 3058, MariaDB 1213). Such an error also matches
 	// ErrNotAcquired. Take several keys with [Locker.DoMulti].
 	ErrDeadlock = errors.New("namedlock: deadlock")
-	// ErrInvalidOption: an option passed to [NewLocker] is out of range.
+	// ErrInvalidOption: an option passed to [New] is out of range.
 	ErrInvalidOption = errors.New("namedlock: invalid option")
 	// ErrFencing: fencing is configured ([WithFencing]) but cannot be
 	// used as asked: the fence table does not exist, [Locker.DoTx] was
@@ -178,13 +179,18 @@ func notAcquired(ctx context.Context, key string, cause error) error {
 	return fail(key, "not acquired", why, ErrNotAcquired, cause)
 }
 
-// heldElsewhere is the error of a TryAcquire that found key held: by
-// another session, or by another caller of this Locker (local).
+// errHeld marks the error of a try that found its key held, which
+// TryAcquire and TryDo report as no lock rather than as an error.
+var errHeld = errors.New("namedlock: held elsewhere")
+
+// heldElsewhere is the error of a try that found key held: by another
+// session, or by another caller of this Locker (local). It reaches the
+// observer and the stats; TryAcquire and TryDo return no error for it.
 func heldElsewhere(key string, local bool) error {
 	if local {
-		return fail(key, "not acquired", "held by another caller of this Locker", ErrNotAcquired)
+		return fail(key, "not acquired", "held by another caller of this Locker", ErrNotAcquired, errHeld)
 	}
-	return fail(key, "not acquired", "held by another session", ErrNotAcquired)
+	return fail(key, "not acquired", "held by another session", ErrNotAcquired, errHeld)
 }
 
 // ctxWords says why what ended with ctx: cancelled or timed out, with the

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -278,20 +279,29 @@ func TestErrorMessages(t *testing.T) {
 			says: []string{"context canceled"},
 		},
 		{
-			name: "TryAcquire: held by another instance",
+			// TryAcquire returns no error for a held key; the observer's
+			// event carries one.
+			name: "TryAcquire: held by another instance (the observer's event)",
 			run: func(t *testing.T, key string) error {
 				holdElsewhere(t, key)
-				_, err := in.locker.TryAcquire(ctx, key)
-				return err
+				l, last := observedLocker(t, in.db)
+				if k, err := l.TryAcquire(ctx, key); k != nil || err != nil {
+					t.Errorf("TryAcquire of a held key = %v, %v; want nil, nil", k, err)
+				}
+				return last()
 			},
 			is:   []error{namedlock.ErrNotAcquired},
 			says: []string{"held by another session"},
 		},
 		{
-			name: "TryDo: held by a caller of the same Locker",
+			name: "TryDo: held by a caller of the same Locker (the observer's event)",
 			run: func(t *testing.T, key string) error {
-				acquire(t, in.locker, key)
-				return in.locker.TryDo(ctx, key, func(context.Context) error { return nil })
+				l, last := observedLocker(t, in.db)
+				acquire(t, l, key)
+				if ran, err := l.TryDo(ctx, key, func(context.Context) error { return nil }); ran || err != nil {
+					t.Errorf("TryDo of a held key = %v, %v; want false, nil", ran, err)
+				}
+				return last()
 			},
 			is:   []error{namedlock.ErrNotAcquired},
 			says: []string{"held by another caller of this Locker"},
@@ -343,7 +353,11 @@ func TestErrorMessages(t *testing.T) {
 		{
 			name: "TryDo: nil fn",
 			run: func(t *testing.T, key string) error {
-				return in.locker.TryDo(ctx, key, nil)
+				ran, err := in.locker.TryDo(ctx, key, nil)
+				if ran {
+					t.Error("TryDo with a nil fn ran")
+				}
+				return err
 			},
 			is: []error{namedlock.ErrInvalidArgument},
 		},
@@ -387,25 +401,25 @@ func TestErrorMessages(t *testing.T) {
 			is: []error{namedlock.ErrInvalidArgument},
 		},
 		{
-			name: "NewLocker: nil db",
+			name: "New: nil db",
 			run: func(t *testing.T, _ string) error {
-				_, err := namedlock.NewLocker(nil)
+				_, err := namedlock.New(nil)
 				return err
 			},
 			is: []error{namedlock.ErrInvalidArgument},
 		},
 		{
-			name: "NewLocker: a nil Option",
+			name: "New: a nil Option",
 			run: func(t *testing.T, _ string) error {
-				_, err := namedlock.NewLocker(in.db, nil)
+				_, err := namedlock.New(in.db, nil)
 				return err
 			},
 			is: []error{namedlock.ErrInvalidOption},
 		},
 		{
-			name: "NewLocker: fencing on the lock pool",
+			name: "New: fencing on the lock pool",
 			run: func(t *testing.T, _ string) error {
-				_, err := namedlock.NewLocker(in.db, namedlock.WithFencing(in.db, "fence"))
+				_, err := namedlock.New(in.db, namedlock.WithFencing(in.db, "fence"))
 				return err
 			},
 			is:   []error{namedlock.ErrInvalidOption},
@@ -419,41 +433,41 @@ func TestErrorMessages(t *testing.T) {
 			is: []error{namedlock.ErrInvalidArgument},
 		},
 		{
-			name: "NewLocker: keep-alive 0",
+			name: "New: keep-alive 0",
 			run: func(t *testing.T, _ string) error {
-				_, err := namedlock.NewLocker(in.db, namedlock.WithKeepAlive(0))
+				_, err := namedlock.New(in.db, namedlock.WithKeepAlive(0))
 				return err
 			},
 			is: []error{namedlock.ErrInvalidOption},
 		},
 		{
-			name: "NewLocker: keep-alive + check timeout past the lease",
+			name: "New: keep-alive + check timeout past the lease",
 			run: func(t *testing.T, _ string) error {
-				_, err := namedlock.NewLocker(in.db, namedlock.WithKeepAlive(20*time.Second), namedlock.WithCheckTimeout(15*time.Second))
+				_, err := namedlock.New(in.db, namedlock.WithKeepAlive(20*time.Second), namedlock.WithCheckTimeout(15*time.Second))
 				return err
 			},
 			is: []error{namedlock.ErrInvalidOption},
 		},
 		{
-			name: "NewLocker: negative handoff",
+			name: "New: negative handoff",
 			run: func(t *testing.T, _ string) error {
-				_, err := namedlock.NewLocker(in.db, namedlock.WithHandoff(-1, 0))
+				_, err := namedlock.New(in.db, namedlock.WithHandoff(-1, 0))
 				return err
 			},
 			is: []error{namedlock.ErrInvalidOption},
 		},
 		{
-			name: "NewLocker: WithFencing on a nil db",
+			name: "New: WithFencing on a nil db",
 			run: func(t *testing.T, _ string) error {
-				_, err := namedlock.NewLocker(in.db, namedlock.WithFencing(nil, "fence"))
+				_, err := namedlock.New(in.db, namedlock.WithFencing(nil, "fence"))
 				return err
 			},
 			is: []error{namedlock.ErrInvalidOption},
 		},
 		{
-			name: "NewLocker: WithFencing on a bad table name",
+			name: "New: WithFencing on a bad table name",
 			run: func(t *testing.T, _ string) error {
-				_, err := namedlock.NewLocker(in.db, namedlock.WithFencing(app, "my fence"))
+				_, err := namedlock.New(in.db, namedlock.WithFencing(app, "my fence"))
 				return err
 			},
 			is: []error{namedlock.ErrInvalidOption},
@@ -524,7 +538,7 @@ func TestErrorMessages(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				l := namedlock.New(db)
+				l := mustNew(t, db)
 				defer l.Close()
 				_ = db.Close()
 				_, err = l.Acquire(ctx, key)
@@ -535,7 +549,7 @@ func TestErrorMessages(t *testing.T) {
 		{
 			name: "Acquire after Close",
 			run: func(t *testing.T, key string) error {
-				l := namedlock.New(in.db)
+				l := mustNew(t, in.db)
 				_ = l.Close()
 				_, err := l.Acquire(ctx, key)
 				return err
@@ -545,7 +559,7 @@ func TestErrorMessages(t *testing.T) {
 		{
 			name: "Close twice",
 			run: func(t *testing.T, _ string) error {
-				l := namedlock.New(in.db)
+				l := mustNew(t, in.db)
 				_ = l.Close()
 				return l.Close()
 			},
@@ -554,7 +568,7 @@ func TestErrorMessages(t *testing.T) {
 		{
 			name: "Release after Close",
 			run: func(t *testing.T, key string) error {
-				l := namedlock.New(in.db)
+				l := mustNew(t, in.db)
 				k, err := l.Acquire(ctx, key)
 				if err != nil {
 					t.Fatal(err)
@@ -567,7 +581,7 @@ func TestErrorMessages(t *testing.T) {
 		{
 			name: "Do: the Locker closed while fn runs",
 			run: func(t *testing.T, key string) error {
-				l := namedlock.New(in.db)
+				l := mustNew(t, in.db)
 				return l.Do(ctx, key, func(fctx context.Context) error {
 					go l.Close()
 					<-fctx.Done()
@@ -579,7 +593,7 @@ func TestErrorMessages(t *testing.T) {
 		{
 			name: "Close: a held lock lost before it",
 			run: func(t *testing.T, key string) error {
-				l := namedlock.New(in.db, namedlock.WithKeepAlive(20*time.Second))
+				l := mustNew(t, in.db, namedlock.WithKeepAlive(20*time.Second))
 				if _, err := l.Acquire(ctx, key); err != nil {
 					t.Fatal(err)
 				}
@@ -633,6 +647,29 @@ func TestErrorMessages(t *testing.T) {
 }
 
 var errShutdown = errors.New("shutting down")
+
+// observedLocker returns a Locker on db, closed at the end of the test, and
+// a func that returns the error of its latest NotAcquired event.
+func observedLocker(t *testing.T, db *sql.DB) (*namedlock.Locker, func() error) {
+	t.Helper()
+	var (
+		mu   sync.Mutex
+		last error
+	)
+	l := mustNew(t, db, namedlock.WithObserver(func(e namedlock.Event) {
+		if e.Outcome == namedlock.NotAcquired {
+			mu.Lock()
+			last = e.Err
+			mu.Unlock()
+		}
+	}))
+	t.Cleanup(func() { _ = l.Close() })
+	return l, func() error {
+		mu.Lock()
+		defer mu.Unlock()
+		return last
+	}
+}
 
 // driverResult is a sql.Result that changed n rows.
 type driverResult int64

@@ -13,7 +13,9 @@ const (
 	// Acquired: the lock is now held (Wait is set; Handoff says whether it
 	// came from a local holder rather than from the server).
 	Acquired Outcome = iota + 1
-	// NotAcquired: an acquisition ended without the lock (Wait and Err set).
+	// NotAcquired: an acquisition ended without the lock (Wait and Err set;
+	// for a try that found the key held, Err says so although TryAcquire
+	// and TryDo return no error).
 	NotAcquired
 	// Released: a holder released the lock, or [Locker.Close] took it back
 	// (Err is then [ErrClosed]). Held and Wait are set; Err is set if the

@@ -39,7 +39,10 @@ func ExampleNew() {
 	}
 	defer db.Close()
 
-	locker := namedlock.New(db, namedlock.WithKeepAlive(time.Second))
+	locker, err := namedlock.New(db, namedlock.WithKeepAlive(time.Second))
+	if err != nil {
+		log.Fatal(err)
+	}
 	defer locker.Close()
 
 	err = locker.Do(context.Background(), keyfmt.Key("product", 42), func(ctx context.Context) error {
@@ -58,7 +61,10 @@ func ExampleLocker_Do() {
 		log.Fatal(err)
 	}
 	defer db.Close()
-	locker := namedlock.New(db)
+	locker, err := namedlock.New(db)
+	if err != nil {
+		log.Fatal(err)
+	}
 	defer locker.Close()
 
 	// Wait at most 5 s for the lock. fn's ctx is cancelled if the lock is
@@ -82,7 +88,14 @@ func ExampleLocker_TryDo() {
 	defer db.Close()
 	// Two Lockers stand for two instances of a service (each would have
 	// its own pool).
-	a, b := namedlock.New(db), namedlock.New(db)
+	a, err := namedlock.New(db)
+	if err != nil {
+		log.Fatal(err)
+	}
+	b, err := namedlock.New(db)
+	if err != nil {
+		log.Fatal(err)
+	}
 	defer a.Close()
 	defer b.Close()
 
@@ -92,22 +105,23 @@ func ExampleLocker_TryDo() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	err = b.TryDo(ctx, key, func(ctx context.Context) error {
+	// A held key is not an error: TryDo says fn did not run.
+	ran, err := b.TryDo(ctx, key, func(ctx context.Context) error {
 		fmt.Println("not printed: the key is held")
 		return nil
 	})
-	fmt.Println("while held:", errors.Is(err, namedlock.ErrNotAcquired))
+	fmt.Println("while held:", ran, err)
 
 	_ = held.Release(ctx)
-	err = b.TryDo(ctx, key, func(ctx context.Context) error {
+	ran, err = b.TryDo(ctx, key, func(ctx context.Context) error {
 		fmt.Println("report runs")
 		return nil
 	})
-	fmt.Println("after release:", err)
+	fmt.Println("after release:", ran, err)
 	// Output:
-	// while held: true
+	// while held: false <nil>
 	// report runs
-	// after release: <nil>
+	// after release: true <nil>
 }
 
 func ExampleLocker_Acquire() {
@@ -116,7 +130,14 @@ func ExampleLocker_Acquire() {
 		log.Fatal(err)
 	}
 	defer db.Close()
-	a, b := namedlock.New(db), namedlock.New(db)
+	a, err := namedlock.New(db)
+	if err != nil {
+		log.Fatal(err)
+	}
+	b, err := namedlock.New(db)
+	if err != nil {
+		log.Fatal(err)
+	}
 	defer a.Close()
 	defer b.Close()
 
@@ -166,7 +187,10 @@ func ExampleLocker_DoTx() {
 		log.Fatal(err)
 	}
 
-	locker := namedlock.New(lockDB)
+	locker, err := namedlock.New(lockDB)
+	if err != nil {
+		log.Fatal(err)
+	}
 	defer locker.Close()
 	decrement := func(ctx context.Context, tx *sqlx.Tx) error {
 		var qty int
@@ -219,7 +243,10 @@ func ExampleLocker_DoTx_serializable() {
 		log.Fatal(err)
 	}
 
-	locker := namedlock.New(lockDB)
+	locker, err := namedlock.New(lockDB)
+	if err != nil {
+		log.Fatal(err)
+	}
 	defer locker.Close()
 	serializable := &sql.TxOptions{Isolation: sql.LevelSerializable}
 	sell := func(ctx context.Context, tx *sqlx.Tx) error {
@@ -275,11 +302,14 @@ func ExampleWithFencing() {
 		log.Fatal(err)
 	}
 	defer lockDB.Close()
-	locker := namedlock.New(lockDB, namedlock.WithFencing(appDB.DB, fenceTable))
+	locker, err := namedlock.New(lockDB, namedlock.WithFencing(appDB.DB, fenceTable))
+	if err != nil {
+		log.Fatal(err)
+	}
 	defer locker.Close()
 
 	err = locker.DoTx(ctx, keyfmt.Key(products, 42), appDB, nil, func(ctx context.Context, tx *sqlx.Tx) error {
-		token, _ := namedlock.TokenFromContext(ctx)
+		token, _ := namedlock.TokenFromContext(ctx, keyfmt.Key(products, 42))
 		fmt.Println("token:", token)
 		var stock int
 		if err := tx.GetContext(ctx, &stock, "SELECT stock FROM "+products+" WHERE id = 42"); err != nil {

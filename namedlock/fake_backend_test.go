@@ -44,6 +44,14 @@ func (ln *fakeLink) expires() time.Time { return ln.expiry }
 
 func (f *fakeServer) close() {}
 
+func (f *fakeServer) used(ctx context.Context, key, name string) (bool, error) {
+	time.Sleep(f.rtt)
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.stmts++
+	return f.holders[name] != nil, nil
+}
+
 func (f *fakeServer) take(callerCtx, ctx context.Context, key, name string, try bool) (link, error) {
 	f.mu.Lock()
 	f.pending++

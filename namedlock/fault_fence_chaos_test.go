@@ -226,7 +226,7 @@ func runFenceChaos(t *testing.T, srv *testdb.Server, mode chaosMode) fenceChaos 
 						if _, err := tx.ExecContext(sctx, "UPDATE "+ctr+" SET v = ? WHERE id = 1", v+1); err != nil {
 							return err
 						}
-						tok, _ := namedlock.TokenFromContext(fctx)
+						tok, _ := namedlock.TokenFromContext(fctx, key)
 						_, err := tx.ExecContext(sctx, "INSERT INTO "+hist+" (sec, token) VALUES (?, ?)", sec, tok)
 						return err
 					})

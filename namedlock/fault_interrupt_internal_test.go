@@ -131,7 +131,7 @@ func TestFaultKilledWaitAnswers(t *testing.T) {
 			return nil, nil, &mysql.MySQLError{Number: num, Message: "bad name"}
 		}}
 		db := sql.OpenDB(f)
-		l, err := NewLocker(db)
+		l, err := New(db)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -162,7 +162,7 @@ func TestFaultKilledWaitThroughLocker(t *testing.T) {
 	}}
 	db := sql.OpenDB(f)
 	defer db.Close()
-	l, err := NewLocker(db)
+	l, err := New(db)
 	if err != nil {
 		t.Fatal(err)
 	}

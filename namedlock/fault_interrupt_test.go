@@ -47,7 +47,7 @@ func TestFaultStatementTimeLimit(t *testing.T) {
 
 	plainLocker := func(t *testing.T) *namedlock.Locker {
 		db := testdb.OpenDB(t, srv.DSN())
-		l, err := namedlock.NewLocker(db)
+		l, err := namedlock.New(db)
 		if err != nil {
 			t.Fatal(err)
 		}

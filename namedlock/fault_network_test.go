@@ -29,7 +29,7 @@ func faultProxied(t *testing.T, lease, keepAlive, checkTimeout time.Duration) (*
 	p := faultproxy.New(t, cfg.Addr)
 	t.Logf("lock pool through a fault proxy at %s to %s", p.Addr(), cfg.Addr)
 	db := openPool(t, p.DSN(srv.DSN), pool.WithLease(lease))
-	l, err := namedlock.NewLocker(db, namedlock.WithKeepAlive(keepAlive), namedlock.WithCheckTimeout(checkTimeout))
+	l, err := namedlock.New(db, namedlock.WithKeepAlive(keepAlive), namedlock.WithCheckTimeout(checkTimeout))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -210,8 +210,8 @@ func TestFaultResetPeer(t *testing.T) {
 		t.Errorf("the reset session still holds %q 2 s after the holder was told", key)
 	}
 	t.Logf("the server freed the lock %v after the holder was told", free)
-	if err := other.locker.TryDo(testCtx(t, 10*time.Second), key, func(context.Context) error { return nil }); err != nil {
-		t.Errorf("TryDo by another instance after the reset: %v", err)
+	if ran, err := other.locker.TryDo(testCtx(t, 10*time.Second), key, func(context.Context) error { return nil }); !ran || err != nil {
+		t.Errorf("TryDo by another instance after the reset: %v, %v", ran, err)
 	}
 	p.Heal(t)
 	if err := faultRelease(k); !errors.Is(err, namedlock.ErrLockLost) {

@@ -47,7 +47,7 @@ func TestFaultBlackholedRelease(t *testing.T) {
 			db := tc.open(t, p.DSN(srv.DSN))
 			// No keep-alive check during the test: the release meets the
 			// blackhole first.
-			l, err := NewLocker(db, WithReleaseTimeout(releaseTimeout), WithKeepAlive(20*time.Second), WithCheckTimeout(3*time.Second))
+			l, err := New(db, WithReleaseTimeout(releaseTimeout), WithKeepAlive(20*time.Second), WithCheckTimeout(3*time.Second))
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -130,7 +130,7 @@ func TestFaultIdleHolderOutlivesWaitTimeout(t *testing.T) {
 		t.Fatalf("global wait_timeout = %d, %v; want 2", global, err)
 	}
 	db := openPool(t, srv.DSN(), pool.WithLease(lease))
-	l, err := namedlock.NewLocker(db, namedlock.WithKeepAlive(keepAlive), namedlock.WithCheckTimeout(time.Second))
+	l, err := namedlock.New(db, namedlock.WithKeepAlive(keepAlive), namedlock.WithCheckTimeout(time.Second))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -40,6 +40,75 @@ func fenced(t testing.TB, app *sql.DB, opts ...namedlock.Option) (*instance, str
 	return newInstance(t, "", append(opts, namedlock.WithFencing(app, table))...), table
 }
 
+// TestTokenFromContextKeys: TokenFromContext answers for each key of the
+// call whose fn got ctx, by the key given or by its server name, in Do,
+// TryDo and DoMulti, with the token Lock.Token shows; a key the call does
+// not hold, and a ctx of no call, get 0 and false.
+func TestTokenFromContextKeys(t *testing.T) {
+	srv := testdb.RequireReal(t)
+	app := testdb.OpenDB(t, srv.DSN)
+	in, _ := fenced(t, app)
+	mixed := uniqueKey(t, "Mixed Case") // not portable: its server name is a mapped one
+	plain := uniqueKey(t, "plain")
+	if keyfmt.Portable(mixed) == mixed {
+		t.Fatalf("%q is portable; the test needs a key that maps", mixed)
+	}
+	ctx := testCtx(t, 20*time.Second)
+	if tok, ok := namedlock.TokenFromContext(ctx, plain); ok || tok != 0 {
+		t.Errorf("outside any fn: %d, %v", tok, ok)
+	}
+	want := func(ctx context.Context, call, key string) uint64 {
+		tok, ok := namedlock.TokenFromContext(ctx, key)
+		byName, okName := namedlock.TokenFromContext(ctx, keyfmt.Portable(key))
+		if !ok || tok == 0 || byName != tok || !okName {
+			t.Errorf("%s: TokenFromContext(%q) = %d, %v; by its server name %d, %v", call, key, tok, ok, byName, okName)
+		}
+		return tok
+	}
+	other := uniqueKey(t, "other")
+	notHeld := func(ctx context.Context, call string) {
+		if tok, ok := namedlock.TokenFromContext(ctx, other); ok || tok != 0 {
+			t.Errorf("%s: TokenFromContext of a key it does not hold = %d, %v", call, tok, ok)
+		}
+	}
+	var first uint64
+	if err := in.locker.Do(ctx, mixed, func(ctx context.Context) error {
+		first = want(ctx, "Do", mixed)
+		notHeld(ctx, "Do")
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	ran, err := in.locker.TryDo(ctx, mixed, func(ctx context.Context) error {
+		if tok := want(ctx, "TryDo", mixed); tok <= first {
+			t.Errorf("TryDo's token %d, not above Do's %d", tok, first)
+		}
+		notHeld(ctx, "TryDo")
+		return nil
+	})
+	if !ran || err != nil {
+		t.Fatal(ran, err)
+	}
+	if err := in.locker.DoMulti(ctx, []string{plain, mixed}, func(ctx context.Context) error {
+		want(ctx, "DoMulti", mixed)
+		want(ctx, "DoMulti", plain)
+		notHeld(ctx, "DoMulti")
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	k, err := in.locker.Acquire(ctx, mixed)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if k.Token() == 0 {
+		t.Error("Lock.Token = 0 with fencing")
+	}
+	if err := k.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // TestFencingMissingTable: fencing configured on a table that does not
 // exist fails the first acquisition before any lock is taken, with an error
 // that names the table and the statement that creates it.
@@ -86,8 +155,8 @@ func TestFencingInvalidOptions(t *testing.T) {
 		{"three parts", app, "a.b.c"},
 		{"65 characters", app, strings.Repeat("f", 65)},
 	} {
-		if _, err := namedlock.NewLocker(db, namedlock.WithFencing(tc.db, tc.table)); !errors.Is(err, namedlock.ErrInvalidOption) {
-			t.Errorf("%s: NewLocker = %v, want ErrInvalidOption", tc.name, err)
+		if _, err := namedlock.New(db, namedlock.WithFencing(tc.db, tc.table)); !errors.Is(err, namedlock.ErrInvalidOption) {
+			t.Errorf("%s: New = %v, want ErrInvalidOption", tc.name, err)
 		}
 	}
 	if err := namedlock.CreateFenceTable(context.Background(), app, "bad name"); !errors.Is(err, namedlock.ErrInvalidArgument) {
@@ -108,7 +177,7 @@ func TestFencingTokens(t *testing.T) {
 
 	var tokens []uint64
 	record := func(ctx context.Context) error {
-		tok, ok := namedlock.TokenFromContext(ctx)
+		tok, ok := namedlock.TokenFromContext(ctx, key)
 		if !ok {
 			t.Error("TokenFromContext: no token in a fenced Do")
 		}
@@ -120,8 +189,8 @@ func TestFencingTokens(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if err := in.locker.TryDo(ctx, key, record); err != nil {
-		t.Fatal(err)
+	if ran, err := in.locker.TryDo(ctx, key, record); !ran || err != nil {
+		t.Fatal(ran, err)
 	}
 	k, err := other.locker.Acquire(ctx, key)
 	if err != nil {
@@ -132,13 +201,13 @@ func TestFencingTokens(t *testing.T) {
 		t.Fatal(err)
 	}
 	err = in.locker.DoMulti(ctx, []string{key2, key}, func(ctx context.Context) error {
-		a, okA := namedlock.KeyTokenFromContext(ctx, key)
-		b, okB := namedlock.KeyTokenFromContext(ctx, key2)
+		a, okA := namedlock.TokenFromContext(ctx, key)
+		b, okB := namedlock.TokenFromContext(ctx, key2)
 		if !okA || !okB || b != 1 {
 			t.Errorf("DoMulti tokens: %q %d %v, %q %d %v; want the second key's first token 1", key, a, okA, key2, b, okB)
 		}
-		if _, ok := namedlock.TokenFromContext(ctx); ok {
-			t.Error("TokenFromContext answered in a DoMulti of two keys")
+		if tok, ok := namedlock.TokenFromContext(ctx, uniqueKey(t, "not-a-key")); ok || tok != 0 {
+			t.Errorf("TokenFromContext of a key the DoMulti does not hold = %d, %v", tok, ok)
 		}
 		tokens = append(tokens, a)
 		return nil
@@ -162,7 +231,7 @@ func TestFencingTokens(t *testing.T) {
 
 	plain := newInstance(t, "")
 	if err := plain.locker.Do(ctx, key, func(ctx context.Context) error {
-		if tok, ok := namedlock.TokenFromContext(ctx); ok || tok != 0 {
+		if tok, ok := namedlock.TokenFromContext(ctx, key); ok || tok != 0 {
 			t.Errorf("unfenced TokenFromContext = %d, %v", tok, ok)
 		}
 		return nil
@@ -187,7 +256,7 @@ func TestFencingHandoffTokens(t *testing.T) {
 		wg.Go(func() {
 			for range 20 {
 				err := in.locker.Do(ctx, key, func(ctx context.Context) error {
-					tok, _ := namedlock.TokenFromContext(ctx)
+					tok, _ := namedlock.TokenFromContext(ctx, key)
 					mu.Lock()
 					seen = append(seen, tok)
 					mu.Unlock()
@@ -228,7 +297,7 @@ func TestFencingDoTx(t *testing.T) {
 		ctx := testCtx(t, 20*time.Second)
 		var tokens []uint64
 		incr := func(ctx context.Context, tx testTx) error {
-			tok, ok := namedlock.TokenFromContext(ctx)
+			tok, ok := namedlock.TokenFromContext(ctx, key)
 			if !ok {
 				t.Error("no token in a fenced DoTx")
 			}
@@ -317,7 +386,7 @@ func TestFencingDoTxFenceWait(t *testing.T) {
 			t.Fatal(err)
 		}
 		if err := form.do(in.locker, ctx, key, appx, func(ctx context.Context, _ testTx) error {
-			if tok, _ := namedlock.TokenFromContext(ctx); tok != 2 {
+			if tok, _ := namedlock.TokenFromContext(ctx, key); tok != 2 {
 				t.Errorf("token after the stale one committed = %d, want 2", tok)
 			}
 			return nil
@@ -370,11 +439,12 @@ func TestFencingStaleWriteOutsideTx(t *testing.T) {
 	killSession(t, admin(t), holderOf(t, admin(t), a.Name()))
 	var lastErr error
 	eventually(t, 10*time.Second, "B never got the lock", func() bool {
-		lastErr = other.locker.TryDo(ctx, key, func(ctx context.Context) error {
-			tok, _ := namedlock.TokenFromContext(ctx)
+		var ran bool
+		ran, lastErr = other.locker.TryDo(ctx, key, func(ctx context.Context) error {
+			tok, _ := namedlock.TokenFromContext(ctx, key)
 			return write(ctx, tok, 9)
 		})
-		return lastErr == nil
+		return ran && lastErr == nil
 	})
 	t.Logf("B wrote (last error before: %v)", lastErr)
 	// A wakes up and writes with its older token: rejected.

@@ -54,12 +54,23 @@ func newInstance(t testing.TB, dsn string, opts ...namedlock.Option) *instance {
 		dsn = testdb.Get(t).DSN
 	}
 	db := openPool(t, dsn)
-	l, err := namedlock.NewLocker(db, opts...)
+	l, err := namedlock.New(db, opts...)
 	if err != nil {
-		t.Fatalf("NewLocker: %v", err)
+		t.Fatalf("namedlock.New: %v", err)
 	}
 	t.Cleanup(func() { _ = l.Close() })
 	return &instance{db: db, locker: l}
+}
+
+// mustNew returns namedlock.New(db, opts...), failing the test on an error.
+// The caller closes the Locker.
+func mustNew(t testing.TB, db *sql.DB, opts ...namedlock.Option) *namedlock.Locker {
+	t.Helper()
+	l, err := namedlock.New(db, opts...)
+	if err != nil {
+		t.Fatalf("namedlock.New: %v", err)
+	}
+	return l
 }
 
 // primary opens the application's primary pool (sqlx), closed at the end of
@@ -101,9 +112,9 @@ func noHolderWithin(t testing.TB, db *sql.DB, name string, d time.Duration) int6
 func newInstanceWithPool(t testing.TB, poolOpts []pool.Option, opts ...namedlock.Option) *instance {
 	t.Helper()
 	db := openPool(t, testdb.Get(t).DSN, poolOpts...)
-	l, err := namedlock.NewLocker(db, opts...)
+	l, err := namedlock.New(db, opts...)
 	if err != nil {
-		t.Fatalf("NewLocker: %v", err)
+		t.Fatalf("namedlock.New: %v", err)
 	}
 	t.Cleanup(func() { _ = l.Close() })
 	return &instance{db: db, locker: l}

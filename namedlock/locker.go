@@ -57,21 +57,11 @@ type Locker struct {
 
 // New returns a Locker on db, which should come from [pool.Open] (a
 // dedicated lock pool; its lease, [pool.WithLease], is the Locker's). It
-// panics if an option is out of range, as [regexp.MustCompile] does on a bad
-// pattern; use [NewLocker] to get an error instead. New does no I/O.
-func New(db *sql.DB, opts ...Option) *Locker {
-	l, err := NewLocker(db, opts...)
-	if err != nil {
-		panic(err)
-	}
-	return l
-}
-
-// NewLocker is [New] that returns an error, matching [ErrInvalidOption], when
-// an option or the combination of options is out of range (the keep-alive
-// interval plus check timeout must be shorter than the pool's lease; a nil
-// Option; [WithFencing] on the lock pool itself), and one matching
-// [ErrInvalidArgument] when db is nil.
+// returns an error matching [ErrInvalidOption] when an option or the
+// combination of options is out of range (the keep-alive interval plus
+// check timeout must be shorter than the pool's lease; a nil Option;
+// [WithFencing] on the lock pool itself), and one matching
+// [ErrInvalidArgument] when db is nil. New does no I/O.
 //
 // A db that does not come from pool.Open works too: its connections get
 // [pool.DefaultLease] as their session wait_timeout (one SET SESSION per
@@ -79,9 +69,9 @@ func New(db *sql.DB, opts ...Option) *Locker {
 // off before each wait at the server (one SET SESSION per wait; pool.Open
 // does it once per connection), and statements bounded by the library's
 // own timeouts are bounded by contexts rather than socket deadlines.
-func NewLocker(db *sql.DB, opts ...Option) (*Locker, error) {
+func New(db *sql.DB, opts ...Option) (*Locker, error) {
 	if db == nil {
-		return nil, fail("", "", "invalid argument: NewLocker: nil *sql.DB", ErrInvalidArgument)
+		return nil, fail("", "", "invalid argument: New: nil *sql.DB", ErrInvalidArgument)
 	}
 	srv := newServer(db)
 	cfg, err := newConfig(opts, srv.lease)
@@ -138,11 +128,57 @@ func (l *Locker) Acquire(ctx context.Context, key string) (*Lock, error) {
 	return l.acquire(ctx, key, false, true, early{kind: earlyNone}, nil)
 }
 
-// TryAcquire takes the lock named by key if it is free now, and otherwise
-// returns an error matching [ErrNotAcquired] without waiting for the holder.
-// It still waits for a pool connection, within ctx.
+// TryAcquire takes the lock named by key if it is free now. When key is
+// held (by another session, or by another caller of this Locker) it
+// returns nil and a nil error at once, without waiting for the holder: a
+// held key is an answer, not a failure. It still waits for a pool
+// connection, within ctx; every other failure (ctx, the pool, the server,
+// an empty key, Close) is an error, as for [Locker.Acquire]. The observer
+// sees a held key as a [NotAcquired] event, and [Stats] counts it as not
+// acquired.
+//
+// A nil *Lock's Release returns [ErrNotHeld], so
+//
+//	lock, err := locker.TryAcquire(ctx, key)
+//	if err != nil || lock == nil {
+//		return err // nil: someone else has it
+//	}
+//	defer lock.Release(ctx)
 func (l *Locker) TryAcquire(ctx context.Context, key string) (*Lock, error) {
-	return l.acquire(ctx, key, true, true, early{kind: earlyNone}, nil)
+	k, err := l.acquire(ctx, key, true, true, early{kind: earlyNone}, nil)
+	if err != nil && errors.Is(err, errHeld) {
+		return nil, nil
+	}
+	return k, err
+}
+
+// Held reports whether the lock named by key is held now by any session of
+// the server: another process's, or one of this Locker's (a lock it holds,
+// or is handing on or giving back). It asks the server, IS_USED_LOCK of
+// [keyfmt.Portable](key), on a connection of the lock pool borrowed for that
+// one statement; it takes no lock, waits for none, and counts nothing in
+// [Stats]. The answer may have changed by the time it returns: to run
+// something only if the key is free, use [Locker.TryDo], which takes the
+// lock in the same step. On TiDB the server answers for a lock that
+// another session holds after 1 s.
+//
+// An empty key returns an error matching [ErrInvalidKey]; after
+// [Locker.Close], ErrClosed; a failed statement, an error (matching
+// ctx.Err() when ctx ended first). A nil ctx panics.
+func (l *Locker) Held(ctx context.Context, key string) (bool, error) {
+	if ctx == nil {
+		panic("namedlock: nil Context")
+	}
+	if key == "" {
+		return false, errEmptyKey
+	}
+	l.mu.Lock()
+	closed := l.closed
+	l.mu.Unlock()
+	if closed {
+		return false, ErrClosed
+	}
+	return l.srv.used(ctx, key, keyfmt.Portable(key))
 }
 
 // acquire takes key's lock: from a local holder or a lingering lock when it

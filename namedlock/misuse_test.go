@@ -47,7 +47,7 @@ func TestMisuseChangesNothing(t *testing.T) {
 
 	for name, call := range map[string]func() error{
 		"Do(nil fn)":             func() error { return in.locker.Do(ctx, key, nil) },
-		"TryDo(nil fn)":          func() error { return in.locker.TryDo(ctx, key, nil) },
+		"TryDo(nil fn)":          func() error { _, err := in.locker.TryDo(ctx, key, nil); return err },
 		"DoMulti(nil fn)":        func() error { return in.locker.DoMulti(ctx, []string{key}, nil) },
 		"DoTx(nil fn)":           func() error { return in.locker.DoTx(ctx, key, app, nil, nil) },
 		"DoTx(nil db)":           func() error { return in.locker.DoTx(ctx, key, nil, nil, noopTx) },
@@ -79,7 +79,7 @@ func TestMisuseChangesNothing(t *testing.T) {
 	panics("Acquire(nil ctx)", func() { _, _ = in.locker.Acquire(nilCtx, key) })
 	panics("TryAcquire(nil ctx)", func() { _, _ = in.locker.TryAcquire(nilCtx, key) })
 	panics("Do(nil ctx)", func() { _ = in.locker.Do(nilCtx, key, noop) })
-	panics("TryDo(nil ctx)", func() { _ = in.locker.TryDo(nilCtx, key, noop) })
+	panics("TryDo(nil ctx)", func() { _, _ = in.locker.TryDo(nilCtx, key, noop) })
 	panics("DoMulti(nil ctx)", func() { _ = in.locker.DoMulti(nilCtx, []string{key}, noop) })
 	panics("DoTx(nil ctx)", func() { _ = in.locker.DoTx(nilCtx, key, app, nil, noopTx) })
 	panics("DoSQLTx(nil ctx)", func() { _ = in.locker.DoSQLTx(nilCtx, key, app.DB, nil, noopSQLTx) })

@@ -33,8 +33,8 @@ const (
 	DefaultReleaseTimeout = 5 * time.Second
 )
 
-// Option configures a [Locker]. An option out of range makes [NewLocker]
-// fail with an error matching [ErrInvalidOption] (and [New] panic).
+// Option configures a [Locker]. An option out of range makes [New] fail
+// with an error matching [ErrInvalidOption].
 type Option func(*config) error
 
 type config struct {

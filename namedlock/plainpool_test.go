@@ -28,7 +28,7 @@ func TestPlainPool(t *testing.T) {
 	}
 	t.Cleanup(func() { _ = db.Close() })
 	db.SetMaxOpenConns(4)
-	l, err := namedlock.NewLocker(db)
+	l, err := namedlock.New(db)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -121,7 +121,7 @@ func testPlainPoolRefused(t *testing.T, l *namedlock.Locker, srv *testdb.Server)
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = db.Close() })
-	li, err := namedlock.NewLocker(db)
+	li, err := namedlock.New(db)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -145,7 +145,7 @@ func TestPoolExhaustionRespectsCtx(t *testing.T) {
 	}
 	wantInUse(t, in.db, 0)
 	// Connections are available again.
-	if err := in.locker.TryDo(testCtx(t, 5*time.Second), base+"3", func(context.Context) error { return nil }); err != nil {
-		t.Errorf("TryDo after the pool freed up: %v", err)
+	if ran, err := in.locker.TryDo(testCtx(t, 5*time.Second), base+"3", func(context.Context) error { return nil }); !ran || err != nil {
+		t.Errorf("TryDo after the pool freed up: %v, %v", ran, err)
 	}
 }

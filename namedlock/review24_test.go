@@ -39,7 +39,7 @@ func TestReviewCloseCountWaitLeaseExpires(t *testing.T) {
 	key := keyfmt.Key(table, 1)
 	const lease = 2 * time.Second
 	lockPool := openPool(t, srv.DSN, pool.WithLease(lease))
-	l, err := namedlock.NewLocker(lockPool, namedlock.WithKeepAlive(300*time.Millisecond), namedlock.WithCheckTimeout(time.Second),
+	l, err := namedlock.New(lockPool, namedlock.WithKeepAlive(300*time.Millisecond), namedlock.WithCheckTimeout(time.Second),
 		namedlock.WithHandoff(namedlock.DefaultMaxHandoffs, time.Minute))
 	if err != nil {
 		t.Fatal(err)

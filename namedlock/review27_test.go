@@ -81,7 +81,7 @@ func TestReviewSnapshotOlderThanMintWait(t *testing.T) {
 			aDone := make(chan error, 1)
 			go func() {
 				aDone <- a.locker.DoTx(ctx, key, appx, levelOpts(level), func(fctx context.Context, tx *sqlx.Tx) error {
-					tok, _ := namedlock.TokenFromContext(fctx)
+					tok, _ := namedlock.TokenFromContext(fctx, key)
 					inFn <- tok
 					<-giveUp
 					return errors.New("A gives up")
@@ -101,7 +101,7 @@ func TestReviewSnapshotOlderThanMintWait(t *testing.T) {
 			bDone := make(chan error, 1)
 			go func() {
 				bDone <- b.locker.DoTx(ctx, key, appx, levelOpts(level), func(ctx context.Context, tx *sqlx.Tx) error {
-					tok, _ := namedlock.TokenFromContext(ctx)
+					tok, _ := namedlock.TokenFromContext(ctx, key)
 					bTok <- tok
 					var v int64
 					if err := tx.QueryRowContext(ctx, "SELECT v FROM "+data+" WHERE id = 1").Scan(&v); err != nil {

@@ -31,7 +31,7 @@ import (
 func TestReviewDSNPseudoThreadIDKillsAnotherInstance(t *testing.T) {
 	victimDB, admin := reviewPool(t, 4)
 	srv := testdb.RequireReal(t)
-	victim, err := NewLocker(victimDB, WithKeepAlive(20*time.Second), WithCheckTimeout(5*time.Second))
+	victim, err := New(victimDB, WithKeepAlive(20*time.Second), WithCheckTimeout(5*time.Second))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -86,7 +86,7 @@ func TestReviewDSNPseudoThreadIDKillsAnotherInstance(t *testing.T) {
 	}
 
 	// The pool: the Locker's own statements find it out.
-	l, err := NewLocker(plain)
+	l, err := New(plain)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -36,7 +36,7 @@ func TestReviewDoMultiTwoInstancesStress(t *testing.T) {
 func stress(t *testing.T, db1, db2 *sql.DB) {
 	var lockers []*Locker
 	for _, db := range []*sql.DB{db1, db1, db2} {
-		l, err := NewLocker(db)
+		l, err := New(db)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -27,6 +27,9 @@ type backend interface {
 	// own, which says whether the caller's ctx is what ended one (and the
 	// probe of a try on TiDB). try: do not wait for a holder.
 	take(callerCtx, ctx context.Context, key, name string, try bool) (link, error)
+	// used reports whether any session holds the lock name (the server
+	// name of key), on a connection borrowed for that one question.
+	used(ctx context.Context, key, name string) (bool, error)
 	// close stops what the backend runs and waits for it.
 	close()
 }
@@ -50,6 +53,7 @@ const (
 	sqlWaitLock     = "SELECT GET_LOCK(?, ?)"
 	sqlRelease      = "SELECT RELEASE_LOCK(?)"
 	sqlOwnership    = "SELECT IS_USED_LOCK(?) = CONNECTION_ID()"
+	sqlIsUsed       = "SELECT IS_USED_LOCK(?)"
 )
 
 // waitGrace is how long past ctx's deadline the driver keeps waiting for the
@@ -90,6 +94,22 @@ func newServer(db *sql.DB) *server {
 }
 
 func (s *server) close() { s.killer.close() }
+
+// used implements backend.
+func (s *server) used(ctx context.Context, key, name string) (bool, error) {
+	var id sql.NullInt64
+	if err := s.db.QueryRowContext(ctx, sqlIsUsed, name).Scan(&id); err != nil {
+		if ctxErr := ctx.Err(); ctxErr != nil {
+			c := context.Cause(ctx)
+			if c == ctxErr {
+				c = nil
+			}
+			return false, fail(key, "", ctxWords("asking whether it is held", ctxErr, c), ctxErr, c)
+		}
+		return false, fail(key, "", "asking whether it is held (IS_USED_LOCK): "+err.Error(), err)
+	}
+	return id.Valid && id.Int64 != 0, nil
+}
 
 // take implements backend.
 func (s *server) take(callerCtx, ctx context.Context, key, name string, try bool) (link, error) {

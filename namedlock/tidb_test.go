@@ -67,12 +67,12 @@ func TestTryAcquireAnswersFast(t *testing.T) {
 		start := time.Now()
 		k, err := in.locker.TryAcquire(ctx, key)
 		took = append(took, time.Since(start))
-		if err == nil {
+		if k != nil {
 			_ = k.Release(ctx)
 			t.Fatal("TryAcquire took a lock that a plain GET_LOCK session holds")
 		}
-		if !errors.Is(err, namedlock.ErrNotAcquired) {
-			t.Fatalf("TryAcquire = %v, want ErrNotAcquired", err)
+		if err != nil {
+			t.Fatalf("TryAcquire = %v, want nil, nil", err)
 		}
 	}
 	slices.Sort(took)
@@ -86,8 +86,8 @@ func TestTryAcquireAnswersFast(t *testing.T) {
 	}
 	start := time.Now()
 	k, err := in.locker.TryAcquire(ctx, key)
-	if err != nil {
-		t.Fatalf("TryAcquire of the released key: %v", err)
+	if err != nil || k == nil {
+		t.Fatalf("TryAcquire of the released key: %v, %v", k, err)
 	}
 	t.Logf("%s: TryAcquire of a free key took %v", srv.Name, time.Since(start))
 	if got := rawGetLock(t, raw, name, 0); got != 0 {
@@ -189,7 +189,7 @@ func TestTiDBMaxTxnTTLReadAgain(t *testing.T) {
 	fc := &failOnce{Connector: mc, query: flavor.MaxTxnTTLQuery}
 	db := sql.OpenDB(fc)
 	t.Cleanup(func() { _ = db.Close() })
-	l, err := namedlock.NewLocker(db)
+	l, err := namedlock.New(db)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -3,6 +3,8 @@ package namedlock
 import (
 	"context"
 	"slices"
+
+	"github.com/namedlock/mysql/keyfmt"
 )
 
 // The fencing token of a section's lock reaches fn through its ctx.
@@ -16,29 +18,40 @@ func withLocks(ctx context.Context, locks []*Lock) context.Context {
 	return context.WithValue(ctx, tokenKey{}, slices.Clone(locks))
 }
 
-// TokenFromContext returns the fencing token of the lock held by the Do,
-// TryDo or DoTx whose fn received ctx (or a ctx derived from it), and true;
-// 0 and false without fencing, outside such a fn, and in DoMulti with more
-// than one key (use [KeyTokenFromContext]).
-func TokenFromContext(ctx context.Context) (uint64, bool) {
+// TokenFromContext returns the fencing token of the lock on key held by
+// the Do, TryDo, DoTx or DoMulti whose fn received ctx (or a ctx derived
+// from it), and true. key is the key given to that call (for DoMulti, any
+// one of its keys; a key with the same server name as one of them, see
+// [keyfmt.Portable], names the same lock). It returns 0 and false without
+// fencing ([WithFencing]), outside such a fn, when key is not one of the
+// call's keys, and in a DoTx before its token is minted. Acquire's callers
+// read [Lock.Token].
+func TokenFromContext(ctx context.Context, key string) (uint64, bool) {
 	locks, _ := ctx.Value(tokenKey{}).([]*Lock)
-	if len(locks) != 1 {
+	if len(locks) == 0 {
 		return 0, false
 	}
-	t := locks[0].Token()
+	k := lockFor(locks, key)
+	if k == nil {
+		return 0, false
+	}
+	t := k.Token()
 	return t, t != 0
 }
 
-// KeyTokenFromContext returns the fencing token of the lock on key held by
-// the Do, TryDo, DoTx or DoMulti whose fn received ctx, and true; 0 and
-// false without fencing or when key is not one of its keys.
-func KeyTokenFromContext(ctx context.Context, key string) (uint64, bool) {
-	locks, _ := ctx.Value(tokenKey{}).([]*Lock)
+// lockFor returns the lock of locks on key: the one acquired with key
+// itself, else the one with key's server name; nil if there is none.
+func lockFor(locks []*Lock, key string) *Lock {
 	for _, k := range locks {
 		if k.key == key {
-			t := k.Token()
-			return t, t != 0
+			return k
 		}
 	}
-	return 0, false
+	name := keyfmt.Portable(key)
+	for _, k := range locks {
+		if k.Name() == name {
+			return k
+		}
+	}
+	return nil
 }

@@ -25,6 +25,9 @@
 // settings, pings the server, checks that named locks really work there and
 // refuses servers where they cannot be trusted (Galera or Percona XtraDB
 // Cluster with wsrep_on=ON, Group Replication in multi-primary mode).
+// [OpenConfig] does the same from a *mysql.Config, for what a DSN cannot
+// carry (a *tls.Config, a dial function, an auth token fetched before each
+// connection), without changing the caller's Config.
 //
 // Errors never contain the password, by construction rather than by
 // scrubbing: no message quotes the DSN. A message is one line made of fixed

@@ -22,9 +22,9 @@ import (
 // when a login is refused, and the *net.OpError when the server cannot be
 // reached.
 var (
-	// ErrInvalidDSN: the DSN is not one the driver can use (not its
-	// format, a URL, a parameter with an invalid value). Nothing was
-	// dialed.
+	// ErrInvalidDSN: the DSN (or OpenConfig's *mysql.Config) is not one
+	// the driver can use (not its format, a URL, a parameter with an
+	// invalid value, a nil *mysql.Config). Nothing was dialed.
 	ErrInvalidDSN = errors.New("pool: invalid DSN")
 
 	// ErrInvalidOption: an [Option] is out of range. Nothing was dialed.

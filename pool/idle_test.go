@@ -29,7 +29,7 @@ func TestIdlePastLease(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = db.Close() })
-	l, err := namedlock.NewLocker(db, namedlock.WithKeepAlive(500*time.Millisecond), namedlock.WithCheckTimeout(time.Second))
+	l, err := namedlock.New(db, namedlock.WithKeepAlive(500*time.Millisecond), namedlock.WithCheckTimeout(time.Second))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -89,19 +89,64 @@ func Open(dsn string, opts ...Option) (*sql.DB, error) {
 // database where that is the problem, never the password: no message
 // quotes the DSN.
 func OpenContext(ctx context.Context, dsn string, opts ...Option) (*sql.DB, error) {
+	o, err := newOptions(opts)
+	if err != nil {
+		return nil, err
+	}
+	cfg, err := parseDSN(dsn)
+	if err != nil {
+		return nil, err
+	}
+	return open(ctx, cfg, o)
+}
+
+// OpenConfig is [OpenContext] for a *mysql.Config (from [mysql.NewConfig]
+// or [mysql.ParseDSN]), for what a DSN cannot carry: a *tls.Config of
+// cfg.TLS, a dial function of cfg.DialFunc (a proxy, an SSH tunnel), a
+// [mysql.BeforeConnect] callback that sets a fresh password on each new
+// connection (an IAM auth token). It enforces, probes and reports exactly
+// as OpenContext does, on a copy of cfg ([mysql.Config.Clone]): cfg itself
+// is never changed. On the copy, InterpolateParams, ReadTimeout and the
+// session settings are the pool's, whatever cfg says, as they are whatever
+// a DSN says; Logger is the pool's own (cfg.Logger is not used); an empty
+// Net is "tcp", as the driver has it; and, for tcp or unix without a
+// DialFunc or WriteTimeout, the pool dials itself. A BeforeConnect
+// callback runs before each connection is made and may change the
+// credentials it is given; changing InterpolateParams or ReadTimeout there
+// would undo the pool's settings for that connection. Errors never quote
+// cfg.Passwd; a nil cfg returns an error matching [ErrInvalidDSN].
+func OpenConfig(ctx context.Context, cfg *mysql.Config, opts ...Option) (*sql.DB, error) {
+	o, err := newOptions(opts)
+	if err != nil {
+		return nil, err
+	}
+	if cfg == nil {
+		return nil, newOpenError([]error{ErrInvalidDSN}, "pool: invalid configuration: nil *mysql.Config")
+	}
+	own := cfg.Clone()
+	if own.Net == "" {
+		own.Net = "tcp"
+	}
+	return open(ctx, own, o)
+}
+
+// newOptions applies opts to the defaults; nil options are ignored.
+func newOptions(opts []Option) (options, error) {
 	o := defaultOptions()
 	for _, opt := range opts {
 		if opt == nil {
 			continue
 		}
 		if err := opt(&o); err != nil {
-			return nil, err
+			return options{}, err
 		}
 	}
-	cfg, err := parseDSN(dsn)
-	if err != nil {
-		return nil, err
-	}
+	return o, nil
+}
+
+// open opens the lock pool on cfg, which it owns and changes, with o: the
+// enforcement, probes and errors of OpenContext.
+func open(ctx context.Context, cfg *mysql.Config, o options) (*sql.DB, error) {
 	cfg.InterpolateParams = true
 	cfg.ReadTimeout = 0
 

@@ -19,8 +19,9 @@ const (
 	DefaultConnectTimeout = 10 * time.Second
 )
 
-// Option configures [Open]. An option out of range makes Open fail with an
-// error that matches [ErrInvalidOption] and names it.
+// Option configures [Open], [OpenContext] and [OpenConfig]. An option out
+// of range makes them fail with an error that matches [ErrInvalidOption]
+// and names it.
 type Option func(*options) error
 
 type options struct {

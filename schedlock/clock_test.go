@@ -77,9 +77,9 @@ func TestDatabaseTimeDecides(t *testing.T) {
 	t.Parallel()
 	db := singleConn(t)
 	table := newTable(t, db)
-	a := New(db, WithTable(table), WithLockedBy("a"))
-	b := New(db, WithTable(table), WithLockedBy("b"))
-	c := New(db, WithTable(table), WithLockedBy("c"))
+	a := mustNew(t, db, WithTable(table), WithLockedBy("a"))
+	b := mustNew(t, db, WithTable(table), WithLockedBy("b"))
+	c := mustNew(t, db, WithTable(table), WithLockedBy("c"))
 	name := uniqueName(t)
 	noop := func(context.Context) error { return nil }
 
@@ -118,7 +118,7 @@ func TestExtendToSameValueIsStillHeld(t *testing.T) {
 	t.Parallel()
 	db := singleConn(t)
 	table := newTable(t, db)
-	p := New(db, WithTable(table), WithLockedBy("a"))
+	p := mustNew(t, db, WithTable(table), WithLockedBy("a"))
 	name := uniqueName(t)
 	setDBTime(t, db, 1_700_000_000.5)
 	lease, err := p.Lock(bg, Config{Name: name, LockAtMostFor: time.Second})

@@ -26,8 +26,8 @@ func TestNameCollation(t *testing.T) {
 	}
 	same := func(table, held, other string) bool {
 		t.Helper()
-		a := New(db, WithTable(table), WithLockedBy("instance-a"))
-		b := New(db, WithTable(table), WithLockedBy("instance-b"))
+		a := mustNew(t, db, WithTable(table), WithLockedBy("instance-a"))
+		b := mustNew(t, db, WithTable(table), WithLockedBy("instance-b"))
 		la, err := a.Lock(bg, Config{Name: held, LockAtMostFor: time.Minute})
 		if err != nil {
 			t.Fatalf("%s: Lock(%q): %v", table, held, err)

@@ -90,7 +90,7 @@ func TestShedLockIdenticalRows(t *testing.T) {
 			}
 			const lockedBy = "node-a"
 			java := shedLock{db: db, table: table, lockedBy: lockedBy}
-			goP := New(db, WithTable(table), WithLockedBy(lockedBy))
+			goP := mustNew(t, db, WithTable(table), WithLockedBy(lockedBy))
 			const javaJob, goJob = "java-job", "go-job"
 			// Sub-millisecond parts on purpose: both sides send microseconds,
 			// the TIMESTAMP(3) columns keep milliseconds.
@@ -232,7 +232,7 @@ func TestShedLockHonoursEachOther(t *testing.T) {
 	db := openDB(t)
 	table := newTable(t, db)
 	java := shedLock{db: db, table: table, lockedBy: "java-node"}
-	p := New(db, WithTable(table), WithLockedBy("go-node"))
+	p := mustNew(t, db, WithTable(table), WithLockedBy("go-node"))
 	name := uniqueName(t)
 	cfg := Config{Name: name, LockAtMostFor: time.Hour}
 	noop := func(context.Context) error { return nil }
@@ -272,7 +272,7 @@ func TestTimeZoneMismatchShiftsRows(t *testing.T) {
 	t.Parallel()
 	db := singleConn(t)
 	table := newTable(t, db)
-	p := New(db, WithTable(table))
+	p := mustNew(t, db, WithTable(table))
 	name := uniqueName(t)
 	if _, err := db.Exec("SET time_zone = '+05:00'"); err != nil {
 		t.Fatal(err)

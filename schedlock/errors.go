@@ -17,7 +17,7 @@ var (
 	ErrInvalidConfig = errors.New("schedlock: invalid configuration")
 
 	// ErrInvalidArgument reports an argument a call cannot use, which is
-	// not part of a Config or an Option: a nil *sql.DB (NewProvider), a nil
+	// not part of a Config or an Option: a nil *sql.DB (New), a nil
 	// job function (Run), an extension shorter than a millisecond (Extend).
 	// It is returned before any statement is sent.
 	ErrInvalidArgument = errors.New("schedlock: invalid argument")
@@ -40,8 +40,9 @@ var (
 	// in Run.
 	ErrLeaseLost = errors.New("schedlock: lease lost")
 
-	// ErrUnlocked is returned by a second (*Lease).Unlock and by Extend on a
-	// lease that was already unlocked, and by both on a nil *Lease.
+	// ErrUnlocked is returned by a second (*Lease).Unlock of a lease not
+	// found lost, by Extend on a lease that was already unlocked, and by
+	// both on a nil *Lease.
 	ErrUnlocked = errors.New("schedlock: lease already unlocked")
 
 	// ErrTableNotFound reports that the lock table does not exist (MySQL

@@ -35,7 +35,10 @@ func Example() {
 	defer db.Close()
 
 	table := fmt.Sprintf("example_shedlock_%d", os.Getpid())
-	setup := schedlock.New(db, schedlock.WithTable(table))
+	setup, err := schedlock.New(db, schedlock.WithTable(table))
+	if err != nil {
+		log.Fatal(err)
+	}
 	if err := setup.CreateTable(ctx); err != nil { // once, e.g. in a migration
 		log.Fatal(err)
 	}
@@ -47,7 +50,10 @@ func Example() {
 		LockAtLeastFor: 30 * time.Second, // late ticks of other instances are skipped
 	}
 	for i := range 3 {
-		instance := schedlock.New(db, schedlock.WithTable(table), schedlock.WithLockedBy(fmt.Sprintf("instance-%d", i)))
+		instance, err := schedlock.New(db, schedlock.WithTable(table), schedlock.WithLockedBy(fmt.Sprintf("instance-%d", i)))
+		if err != nil {
+			log.Fatal(err)
+		}
 		ran, err := instance.Run(ctx, cfg, func(ctx context.Context) error {
 			fmt.Printf("instance-%d generates the report\n", i)
 			return nil
@@ -69,7 +75,10 @@ func ExampleConfig_keepAlive() {
 	defer db.Close()
 
 	table := fmt.Sprintf("example_keepalive_%d", os.Getpid())
-	p := schedlock.New(db, schedlock.WithTable(table))
+	p, err := schedlock.New(db, schedlock.WithTable(table))
+	if err != nil {
+		log.Fatal(err)
+	}
 	if err := p.CreateTable(ctx); err != nil {
 		log.Fatal(err)
 	}
@@ -102,8 +111,14 @@ func ExampleProvider_Lock() {
 	defer db.Close()
 
 	table := fmt.Sprintf("example_lease_%d", os.Getpid())
-	a := schedlock.New(db, schedlock.WithTable(table), schedlock.WithLockedBy("a"))
-	b := schedlock.New(db, schedlock.WithTable(table), schedlock.WithLockedBy("b"))
+	a, err := schedlock.New(db, schedlock.WithTable(table), schedlock.WithLockedBy("a"))
+	if err != nil {
+		log.Fatal(err)
+	}
+	b, err := schedlock.New(db, schedlock.WithTable(table), schedlock.WithLockedBy("b"))
+	if err != nil {
+		log.Fatal(err)
+	}
 	if err := a.CreateTable(ctx); err != nil {
 		log.Fatal(err)
 	}

@@ -58,11 +58,21 @@ func uniqueName(tb testing.TB) string {
 	return strings.ReplaceAll(testdb.UniqueName(tb), "-", "_")
 }
 
+// mustNew returns New(db, opts...), failing the test on an error.
+func mustNew(tb testing.TB, db *sql.DB, opts ...Option) *Provider {
+	tb.Helper()
+	p, err := New(db, opts...)
+	if err != nil {
+		tb.Fatalf("schedlock.New: %v", err)
+	}
+	return p
+}
+
 // newTable creates a fresh ShedLock table and drops it in t.Cleanup.
 func newTable(tb testing.TB, db *sql.DB) string {
 	tb.Helper()
 	table := uniqueName(tb)
-	p := New(db, WithTable(table))
+	p := mustNew(tb, db, WithTable(table))
 	if err := p.CreateTable(context.Background()); err != nil {
 		tb.Fatalf("CreateTable: %v", err)
 	}

@@ -16,8 +16,8 @@ func TestKeepAliveExtendsLongJob(t *testing.T) {
 	t.Parallel()
 	db := openDB(t)
 	table := newTable(t, db)
-	long := New(db, WithTable(table), WithLockedBy("long"))
-	poller := New(openDB(t), WithTable(table), WithLockedBy("poller"))
+	long := mustNew(t, db, WithTable(table), WithLockedBy("long"))
+	poller := mustNew(t, openDB(t), WithTable(table), WithLockedBy("poller"))
 	name := uniqueName(t)
 	// The job runs more than twice LockAtMostFor, so only extensions keep the
 	// poller out; 750 ms of slack per extension survives a loaded -race run.
@@ -87,7 +87,7 @@ func TestKeepAliveLostCancelsJob(t *testing.T) {
 	t.Parallel()
 	db := openDB(t)
 	table := newTable(t, db)
-	p := New(db, WithTable(table), WithLockedBy("victim"))
+	p := mustNew(t, db, WithTable(table), WithLockedBy("victim"))
 	name := uniqueName(t)
 	cfg := Config{Name: name, LockAtMostFor: 2 * time.Second, KeepAlive: 50 * time.Millisecond}
 	var cause error
@@ -133,7 +133,7 @@ func TestKeepAliveUncertainBecomesLost(t *testing.T) {
 	db := openDB(t)
 	table := newTable(t, db)
 	own := openDB(t)
-	p := New(own, WithTable(table), WithUnlockTimeout(500*time.Millisecond))
+	p := mustNew(t, own, WithTable(table), WithUnlockTimeout(500*time.Millisecond))
 	cfg := Config{Name: uniqueName(t), LockAtMostFor: 400 * time.Millisecond, KeepAlive: 100 * time.Millisecond}
 	lease, err := p.Lock(bg, cfg)
 	if err != nil {
@@ -168,7 +168,7 @@ func TestUnlockStopsKeepAlive(t *testing.T) {
 	t.Parallel()
 	db := openDB(t)
 	table := newTable(t, db)
-	p := New(db, WithTable(table))
+	p := mustNew(t, db, WithTable(table))
 	for i := range 20 {
 		// Extensions every millisecond, so that Unlock often meets one in
 		// flight; a lease long enough that a loaded machine never loses it.

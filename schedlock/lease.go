@@ -10,8 +10,8 @@ import (
 
 // A Lease is a held job lock, returned by (*Provider).Lock: one
 // acquisition of the job's row. Its methods are safe for concurrent use.
-// Unlock must be called exactly once when the job is done; later calls
-// return ErrUnlocked.
+// Unlock it when the job is done; Unlock is idempotent, so a deferred
+// Unlock after an explicit one is harmless.
 //
 // A lease's statements act on its own acquisition only: they match the
 // row by name, locked_by and the locked_at its acquisition wrote, so a
@@ -26,10 +26,11 @@ type Lease struct {
 	lockedAt int64 // the acquisition's locked_at, ms since the epoch
 	onLost   func(error)
 
-	mu       sync.Mutex
-	unlocked bool
-	lost     error
-	inflight sync.WaitGroup // extensions sent and not answered; Add only under mu while !unlocked
+	mu        sync.Mutex
+	unlocked  bool
+	lost      error
+	unlockErr error          // the first Unlock's result, set before finished is closed
+	inflight  sync.WaitGroup // extensions sent and not answered; Add only under mu while !unlocked
 
 	// abandon cancels the extensions still in flight; only Unlock calls
 	// it, after waiting the unlock timeout for them.
@@ -61,13 +62,16 @@ func (l *Lease) Config() Config { return l.cfg }
 func (l *Lease) Done() <-chan struct{} { return l.done }
 
 // Err returns nil while the lease is held, an error matching ErrLeaseLost
-// once it was found lost, and ErrUnlocked after Unlock.
+// once it was found lost (by the keep-alive, Extend, or Unlock), and
+// ErrUnlocked once Unlock was called on a lease not found lost.
 func (l *Lease) Err() error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	switch {
 	case l.lost != nil:
 		return l.lost
+	case errors.Is(l.unlockErr, ErrLeaseLost):
+		return l.unlockErr
 	case l.unlocked:
 		return ErrUnlocked
 	}
@@ -172,8 +176,12 @@ func (l *Lease) startExtend(ctx context.Context, d time.Duration, deliver func(e
 // instance, or by a newer lease of this Provider): the job may have run
 // twice at once; the row was left as it was.
 //
-// Unlock on a nil Lease returns ErrUnlocked; so does a second call, once
-// the first has returned.
+// Unlock is idempotent, as namedlock's Lock.Release is: only the first call
+// unlocks. A later or concurrent call sends nothing; it returns once the
+// first has returned (within the unlock timeout), with ErrUnlocked, or,
+// when the lease was found lost, the loss again (an error matching
+// ErrLeaseLost), which a caller may ignore, as in a deferred Unlock after
+// an explicit one. Unlock on a nil Lease returns ErrUnlocked.
 func (l *Lease) Unlock(ctx context.Context) error {
 	if l == nil {
 		return ErrUnlocked
@@ -182,11 +190,24 @@ func (l *Lease) Unlock(ctx context.Context) error {
 	if l.unlocked {
 		l.mu.Unlock()
 		<-l.finished
-		return ErrUnlocked
+		return l.Err()
 	}
 	l.unlocked = true
 	l.mu.Unlock()
-	defer close(l.finished)
+	var err error
+	defer func() {
+		l.mu.Lock()
+		l.unlockErr = err
+		l.mu.Unlock()
+		close(l.finished)
+	}()
+	err = l.unlock(ctx)
+	return err
+}
+
+// unlock is the first Unlock's work: it stops the extensions and sends the
+// unlock statement.
+func (l *Lease) unlock(ctx context.Context) error {
 	defer l.abandon()
 	// One deadline for the whole Unlock: the extensions in flight get up
 	// to half of the unlock timeout, the unlock statement the rest.

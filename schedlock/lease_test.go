@@ -57,8 +57,8 @@ func TestStaleLeaseChangesNothing(t *testing.T) {
 		t.Parallel()
 		db := singleConn(t)
 		table := newTable(t, db)
-		a := New(db, WithTable(table), WithLockedBy("a"))
-		c := New(db, WithTable(table), WithLockedBy("c"))
+		a := mustNew(t, db, WithTable(table), WithLockedBy("a"))
+		c := mustNew(t, db, WithTable(table), WithLockedBy("c"))
 		name := uniqueName(t)
 		setDBTime(t, db, 1_700_000_000.25)
 		stale, err := a.Lock(bg, cfg(name))
@@ -74,8 +74,8 @@ func TestStaleLeaseChangesNothing(t *testing.T) {
 		t.Parallel()
 		db := openDB(t)
 		table := newTable(t, db)
-		a := New(db, WithTable(table), WithLockedBy("a"))
-		c := New(openDB(t), WithTable(table), WithLockedBy("c"))
+		a := mustNew(t, db, WithTable(table), WithLockedBy("a"))
+		c := mustNew(t, openDB(t), WithTable(table), WithLockedBy("c"))
 		name := uniqueName(t)
 		stale, err := a.Lock(bg, cfg(name))
 		if err != nil {
@@ -100,7 +100,7 @@ func TestExtendAfterUnlockNeverLands(t *testing.T) {
 			t.Parallel()
 			db := openDB(t)
 			table := newTable(t, db)
-			p := New(db, WithTable(table))
+			p := mustNew(t, db, WithTable(table))
 			revived, extends := 0, 0
 			for i := range leases {
 				cfg := Config{Name: fmt.Sprintf("job-%d", i), LockAtMostFor: atMost, LockAtLeastFor: atLeast}
@@ -195,7 +195,7 @@ func TestUnlockWaitsForHeldUpExtension(t *testing.T) {
 		t.Parallel()
 		db := openDB(t)
 		table := newTable(t, db)
-		p := New(db, WithTable(table))
+		p := mustNew(t, db, WithTable(table))
 		name := uniqueName(t)
 		lease, err := p.Lock(bg, Config{Name: name, LockAtMostFor: atMost, LockAtLeastFor: atLeast})
 		if err != nil {
@@ -245,7 +245,7 @@ func TestUnlockWaitsForHeldUpExtension(t *testing.T) {
 		db := openDB(t)
 		table := newTable(t, db)
 		const unlockTimeout = time.Second
-		p := New(db, WithTable(table), WithUnlockTimeout(unlockTimeout))
+		p := mustNew(t, db, WithTable(table), WithUnlockTimeout(unlockTimeout))
 		name := uniqueName(t)
 		lease, err := p.Lock(bg, Config{Name: name, LockAtMostFor: atMost, LockAtLeastFor: atLeast})
 		if err != nil {
@@ -277,7 +277,7 @@ func TestUnlockWaitsForHeldUpExtension(t *testing.T) {
 		t.Parallel()
 		db := openDB(t)
 		table := newTable(t, db)
-		p := New(db, WithTable(table), WithUnlockTimeout(300*time.Millisecond))
+		p := mustNew(t, db, WithTable(table), WithUnlockTimeout(300*time.Millisecond))
 		name := uniqueName(t)
 		cfg := Config{Name: name, LockAtMostFor: 400 * time.Millisecond, KeepAlive: 100 * time.Millisecond}
 		lease, err := p.Lock(bg, cfg)
@@ -302,5 +302,99 @@ func TestUnlockWaitsForHeldUpExtension(t *testing.T) {
 			t.Fatal(err)
 		}
 		t.Logf("lost: %v; Unlock: %v", lease.Err(), err)
+	})
+}
+
+// Unlock is idempotent: of concurrent calls one unlocks and the others
+// return ErrUnlocked once it has; a later call sends nothing (a row moved
+// by hand after the unlock stays as it is); after a lease found lost, a
+// later call returns the same loss.
+func TestUnlockIdempotent(t *testing.T) {
+	t.Parallel()
+	t.Run("concurrent and later calls", func(t *testing.T) {
+		t.Parallel()
+		db := openDB(t)
+		table := newTable(t, db)
+		p := mustNew(t, db, WithTable(table))
+		name := uniqueName(t)
+		lease, err := p.Lock(bg, Config{Name: name, LockAtMostFor: time.Hour})
+		if err != nil {
+			t.Fatal(err)
+		}
+		const callers = 8
+		start := make(chan struct{})
+		errs := make(chan error, callers)
+		var wg sync.WaitGroup
+		for range callers {
+			wg.Go(func() {
+				<-start
+				errs <- lease.Unlock(bg)
+			})
+		}
+		close(start)
+		wg.Wait()
+		close(errs)
+		unlocked, again := 0, 0
+		for err := range errs {
+			switch {
+			case err == nil:
+				unlocked++
+			case errors.Is(err, ErrUnlocked):
+				again++
+			default:
+				t.Errorf("Unlock: %v", err)
+			}
+		}
+		if unlocked != 1 || again != callers-1 {
+			t.Errorf("%d Unlocks returned nil and %d ErrUnlocked; want 1 and %d", unlocked, again, callers-1)
+		}
+		// Every call returned after the unlock: the row is free now.
+		var free bool
+		if err := db.QueryRow("SELECT lock_until <= NOW(3) FROM `"+table+"` WHERE name = ?", name).Scan(&free); err != nil || !free {
+			t.Fatalf("row %+v after every Unlock returned: free %v, %v", readRow(t, db, table, name), free, err)
+		}
+		// Lock the row again by hand for this lease (same locked_by and
+		// locked_at): an unlock statement, if one were sent, would free it.
+		if _, err := db.Exec("UPDATE `"+table+"` SET lock_until = TIMESTAMPADD(HOUR, 1, NOW(3)) WHERE name = ?", name); err != nil {
+			t.Fatal(err)
+		}
+		before := readRow(t, db, table, name)
+		if err := lease.Unlock(bg); !errors.Is(err, ErrUnlocked) {
+			t.Errorf("Unlock after Unlock: %v, want ErrUnlocked", err)
+		}
+		if got := readRow(t, db, table, name); got != before {
+			t.Errorf("a later Unlock changed the row: %+v, was %+v", got, before)
+		}
+		if err := lease.Err(); !errors.Is(err, ErrUnlocked) {
+			t.Errorf("Err: %v, want ErrUnlocked", err)
+		}
+	})
+	// The database clock is frozen and moved by hand past lock_until.
+	t.Run("after a loss", func(t *testing.T) {
+		t.Parallel()
+		db := singleConn(t)
+		table := newTable(t, db)
+		p := mustNew(t, db, WithTable(table))
+		setDBTime(t, db, 1_700_000_000.25)
+		lease, err := p.Lock(bg, Config{Name: uniqueName(t), LockAtMostFor: 300 * time.Millisecond})
+		if err != nil {
+			t.Fatal(err)
+		}
+		setDBTime(t, db, 1_700_000_000.65)
+		first := lease.Unlock(bg)
+		if !errors.Is(first, ErrLeaseLost) {
+			t.Fatalf("Unlock of a lease that ran out: %v, want ErrLeaseLost", first)
+		}
+		for range 2 {
+			if err := lease.Unlock(bg); err != first {
+				t.Errorf("Unlock after a loss: %v, want the first Unlock's %v", err, first)
+			}
+		}
+		if err := lease.Err(); err != first {
+			t.Errorf("Err after a loss: %v, want %v", err, first)
+		}
+		if err := lease.Extend(bg, time.Second); !errors.Is(err, ErrUnlocked) {
+			t.Errorf("Extend after Unlock: %v, want ErrUnlocked", err)
+		}
 	})
 }

@@ -20,8 +20,7 @@ const DefaultUnlockTimeout = 5 * time.Second
 // not given.
 const DefaultLockTimeout = 5 * time.Second
 
-// An Option configures a Provider. Options are checked by NewProvider (New
-// panics on an invalid one).
+// An Option configures a Provider. Options are checked by [New].
 type Option func(*settings) error
 
 type settings struct {

@@ -36,12 +36,13 @@ type Provider struct {
 	turn chan struct{}
 }
 
-// NewProvider returns a Provider over db, or an error matching
-// ErrInvalidConfig if an option is invalid, ErrInvalidArgument if db is nil. It does not touch
-// the database; call CreateTable once if the table may not exist.
-func NewProvider(db *sql.DB, opts ...Option) (*Provider, error) {
+// New returns a Provider over db, or an error matching [ErrInvalidConfig]
+// if an option is invalid, [ErrInvalidArgument] if db is nil. A nil Option
+// is ignored. New does not touch the database; call [Provider.CreateTable]
+// once if the table may not exist.
+func New(db *sql.DB, opts ...Option) (*Provider, error) {
 	if db == nil {
-		return nil, fmt.Errorf("%w: NewProvider: nil *sql.DB", ErrInvalidArgument)
+		return nil, fmt.Errorf("%w: New: nil *sql.DB", ErrInvalidArgument)
 	}
 	s := settings{table: DefaultTable, unlockTimeout: DefaultUnlockTimeout, lockTimeout: DefaultLockTimeout}
 	for _, opt := range opts {
@@ -64,16 +65,6 @@ func NewProvider(db *sql.DB, opts ...Option) (*Provider, error) {
 		stmt:          buildStatements(quoteTable(s.table)),
 		turn:          make(chan struct{}, 1),
 	}, nil
-}
-
-// New is NewProvider for options known to be valid: it panics if one is not,
-// or if db is nil (a programming error, like regexp.MustCompile).
-func New(db *sql.DB, opts ...Option) *Provider {
-	p, err := NewProvider(db, opts...)
-	if err != nil {
-		panic(err)
-	}
-	return p
 }
 
 // Table returns the lock table's name as configured.

@@ -158,8 +158,8 @@ func twinsShareAnIdentity(t *testing.T, plain *sql.DB, table, x, y string) {
 			<-release
 		})
 	})
-	a := New(db, WithTable(table), WithLockedBy("a"))
-	c := New(plain, WithTable(table), WithLockedBy("c"))
+	a := mustNew(t, db, WithTable(table), WithLockedBy("a"))
+	c := mustNew(t, plain, WithTable(table), WithLockedBy("c"))
 
 	type result struct {
 		l   *Lease
@@ -232,8 +232,8 @@ func TestReviewUnlockRelocksAnExpiredRow(t *testing.T) {
 	t.Parallel()
 	db := singleConn(t)
 	table := newTable(t, db)
-	a := New(db, WithTable(table), WithLockedBy("a"))
-	c := New(db, WithTable(table), WithLockedBy("c"))
+	a := mustNew(t, db, WithTable(table), WithLockedBy("a"))
+	c := mustNew(t, db, WithTable(table), WithLockedBy("c"))
 	name := uniqueName(t)
 	const t0 = 1_700_000_000.0
 	setDBTime(t, db, t0)

@@ -89,10 +89,10 @@ func TestThreeInstancesOneRunPerTick(t *testing.T) {
 			var instances []instance
 			for i := range 3 {
 				db := singleConn(t)
-				instances = append(instances, instance{New(db, WithTable(table), WithLockedBy(fmt.Sprintf("node-%d", i))), db})
+				instances = append(instances, instance{mustNew(t, db, WithTable(table), WithLockedBy(fmt.Sprintf("node-%d", i))), db})
 			}
 			lateDB := singleConn(t)
-			late := instance{New(lateDB, WithTable(table), WithLockedBy("node-late")), lateDB}
+			late := instance{mustNew(t, lateDB, WithTable(table), WithLockedBy("node-late")), lateDB}
 			cfg := Config{Name: uniqueName(t), LockAtMostFor: 10 * time.Second, LockAtLeastFor: tc.atLeast}
 			perTick, lateRuns := fireTicks(t, instances, late, cfg, ticks, period, lateBy)
 			for tick, n := range perTick {
@@ -112,8 +112,8 @@ func TestCrashedHolderBlocksUntilLockUntil(t *testing.T) {
 	t.Parallel()
 	db := openDB(t)
 	table := newTable(t, db)
-	crashed := New(openDB(t), WithTable(table), WithLockedBy("crashed"))
-	other := New(openDB(t), WithTable(table), WithLockedBy("survivor"))
+	crashed := mustNew(t, openDB(t), WithTable(table), WithLockedBy("crashed"))
+	other := mustNew(t, openDB(t), WithTable(table), WithLockedBy("survivor"))
 	cfg := Config{Name: uniqueName(t), LockAtMostFor: time.Second}
 
 	// The holder takes the lock and "crashes": it never unlocks, and its
@@ -157,7 +157,7 @@ func TestRunResults(t *testing.T) {
 	t.Parallel()
 	db := openDB(t)
 	table := newTable(t, db)
-	p := New(db, WithTable(table))
+	p := mustNew(t, db, WithTable(table))
 	cfg := Config{Name: uniqueName(t), LockAtMostFor: time.Minute}
 
 	t.Run("fn error is returned with ran", func(t *testing.T) {
@@ -178,14 +178,14 @@ func TestRunResults(t *testing.T) {
 			t.Fatal("Run returned")
 		}()
 		r := readRow(t, db, table, cfg.Name)
-		other := New(db, WithTable(table))
+		other := mustNew(t, db, WithTable(table))
 		ran, err := other.Run(bg, cfg, func(context.Context) error { return nil })
 		if !ran || err != nil {
 			t.Fatalf("after the panic another instance: ran %v err %v (row %+v)", ran, err, r)
 		}
 	})
 	t.Run("locked: ran false, nil error; Lock names the holder", func(t *testing.T) {
-		holder := New(db, WithTable(table), WithLockedBy("the-holder"))
+		holder := mustNew(t, db, WithTable(table), WithLockedBy("the-holder"))
 		lease, err := holder.Lock(bg, cfg)
 		if err != nil {
 			t.Fatal(err)
@@ -243,8 +243,8 @@ func TestUnlockReportsTakeover(t *testing.T) {
 	t.Parallel()
 	db := openDB(t)
 	table := newTable(t, db)
-	slow := New(db, WithTable(table), WithLockedBy("slow"))
-	fast := New(db, WithTable(table), WithLockedBy("fast"))
+	slow := mustNew(t, db, WithTable(table), WithLockedBy("slow"))
+	fast := mustNew(t, db, WithTable(table), WithLockedBy("fast"))
 	cfg := Config{Name: uniqueName(t), LockAtMostFor: 200 * time.Millisecond}
 	ran, err := slow.Run(bg, cfg, func(context.Context) error {
 		time.Sleep(300 * time.Millisecond)
@@ -274,7 +274,7 @@ func TestMutualExclusion(t *testing.T) {
 	var wg sync.WaitGroup
 	deadline := time.Now().Add(500 * time.Millisecond)
 	for i := range 4 {
-		p := New(db, WithTable(table), WithLockedBy(fmt.Sprintf("node-%d", i)))
+		p := mustNew(t, db, WithTable(table), WithLockedBy(fmt.Sprintf("node-%d", i)))
 		for range 3 {
 			wg.Go(func() {
 				for time.Now().Before(deadline) {

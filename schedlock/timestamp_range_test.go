@@ -46,8 +46,8 @@ func TestLeasePastTimestampRange(t *testing.T) {
 			t.Parallel()
 			dbA, dbB := openDB(t, tc.params...), openDB(t, tc.params...)
 			table := newTable(t, dbA)
-			a := New(dbA, WithTable(table), WithLockedBy("instance-a"))
-			b := New(dbB, WithTable(table), WithLockedBy("instance-b"))
+			a := mustNew(t, dbA, WithTable(table), WithLockedBy("instance-a"))
+			b := mustNew(t, dbB, WithTable(table), WithLockedBy("instance-b"))
 			name := "report"
 			var now string
 			if err := dbA.QueryRow("SELECT CAST(UTC_TIMESTAMP(3) AS CHAR)").Scan(&now); err != nil {
@@ -103,8 +103,8 @@ func TestExtendPastTimestampRange(t *testing.T) {
 			params := []string{"timestamp=2128000000", "time_zone='+00:00'", "sql_mode='" + mode + "'"} // 2037-06-07
 			dbA, dbB := openDB(t, params...), openDB(t, params...)
 			table := newTable(t, dbA)
-			a := New(dbA, WithTable(table), WithLockedBy("instance-a"))
-			b := New(dbB, WithTable(table), WithLockedBy("instance-b"))
+			a := mustNew(t, dbA, WithTable(table), WithLockedBy("instance-a"))
+			b := mustNew(t, dbB, WithTable(table), WithLockedBy("instance-b"))
 			l, err := a.Lock(bg, Config{Name: "report", LockAtMostFor: year / 2})
 			if err != nil {
 				t.Fatal(err)
@@ -154,8 +154,8 @@ func TestKeepAlivePastTimestampRange(t *testing.T) {
 	db.SetConnMaxIdleTime(0)
 	other := openDB(t, append(params, fmt.Sprintf("timestamp=%d", endOfTimestamp-1))...) // 03:14:06
 	table := newTable(t, other)
-	a := New(db, WithTable(table), WithLockedBy("instance-a"))
-	b := New(other, WithTable(table), WithLockedBy("instance-b"))
+	a := mustNew(t, db, WithTable(table), WithLockedBy("instance-a"))
+	b := mustNew(t, other, WithTable(table), WithLockedBy("instance-b"))
 	setDBTime(t, db, endOfTimestamp-1) // 03:14:06: lock_until 03:14:07.500 fits
 
 	ctx, cancel := context.WithTimeout(bg, 20*time.Second)

@@ -25,7 +25,7 @@ func TestLockTimeoutBoundsTheTurn(t *testing.T) {
 	if time.Duration(wait)*time.Second <= bound {
 		t.Skipf("innodb_lock_wait_timeout is %d s: a held-up Lock would end by itself within the test's bound", wait)
 	}
-	p := New(db, WithTable(table), WithLockTimeout(lockTimeout))
+	p := mustNew(t, db, WithTable(table), WithLockTimeout(lockTimeout))
 	stuck, other := uniqueName(t), uniqueName(t)
 	lease, err := p.Lock(bg, Config{Name: stuck, LockAtMostFor: time.Minute})
 	if err != nil {

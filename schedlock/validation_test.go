@@ -83,30 +83,24 @@ func TestOptions(t *testing.T) {
 		{"zero lock timeout", WithLockTimeout(0)},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			_, err := NewProvider(db, tc.opt)
-			if !errors.Is(err, ErrInvalidConfig) {
-				t.Errorf("NewProvider: %v", err)
+			p, err := New(db, tc.opt)
+			if !errors.Is(err, ErrInvalidConfig) || p != nil {
+				t.Errorf("New: %v, %v", p, err)
 			}
 			checkMessage(t, err)
-			defer func() {
-				if r := recover(); r == nil {
-					t.Error("New did not panic")
-				}
-			}()
-			New(db, tc.opt)
 		})
 	}
-	if _, err := NewProvider(nil); !errors.Is(err, ErrInvalidArgument) || errors.Is(err, ErrInvalidConfig) {
+	if _, err := New(nil); !errors.Is(err, ErrInvalidArgument) || errors.Is(err, ErrInvalidConfig) {
 		t.Errorf("nil db: %v, want ErrInvalidArgument only", err)
 	}
-	p, err := NewProvider(db, WithTable("jobs.shedlock_2"), WithLockedBy(strings.Repeat("b", 255)))
+	p, err := New(db, WithTable("jobs.shedlock_2"), WithLockedBy(strings.Repeat("b", 255)))
 	if err != nil {
 		t.Fatal(err)
 	}
 	if p.Table() != "jobs.shedlock_2" || !strings.Contains(p.stmt.update, "`jobs`.`shedlock_2`") {
 		t.Errorf("table %q, statement %q", p.Table(), p.stmt.update)
 	}
-	a, b := New(db), New(db)
+	a, b := mustNew(t, db), mustNew(t, db)
 	if a.LockedBy() == b.LockedBy() || a.Table() != DefaultTable {
 		t.Errorf("defaults: %q %q %q", a.LockedBy(), b.LockedBy(), a.Table())
 	}
@@ -123,7 +117,7 @@ func TestBadTables(t *testing.T) {
 
 	t.Run("missing table", func(t *testing.T) {
 		table := uniqueName(t)
-		p := New(db, WithTable(table))
+		p := mustNew(t, db, WithTable(table))
 		ran, err := p.Run(bg, cfg, noop)
 		if ran || !errors.Is(err, ErrTableNotFound) ||
 			!strings.Contains(err.Error(), table) || !strings.Contains(err.Error(), "CreateTable") {
@@ -142,7 +136,7 @@ func TestBadTables(t *testing.T) {
 		}
 	})
 	t.Run("over-long name never reaches the table", func(t *testing.T) {
-		p := New(db, WithTable(uniqueName(t)))
+		p := mustNew(t, db, WithTable(uniqueName(t)))
 		_, err := p.Run(bg, Config{Name: strings.Repeat("n", 65), LockAtMostFor: time.Second}, noop)
 		if !errors.Is(err, ErrNameTooLong) {
 			t.Fatal(err)
@@ -154,7 +148,7 @@ func TestBadTables(t *testing.T) {
 		if _, err := db.Exec("CREATE TABLE `" + table + "` (id INT PRIMARY KEY, `until` DATETIME)"); err != nil {
 			t.Fatal(err)
 		}
-		ran, err := New(db, WithTable(table)).Run(bg, cfg, noop)
+		ran, err := mustNew(t, db, WithTable(table)).Run(bg, cfg, noop)
 		if ran || !errors.Is(err, ErrBadTable) || !strings.Contains(err.Error(), table) {
 			t.Fatalf("ran %v err %v", ran, err)
 		}
@@ -198,7 +192,7 @@ func TestBadTables(t *testing.T) {
 				"locked_by VARCHAR(255) NOT NULL, PRIMARY KEY (name))"); err != nil {
 				t.Fatal(err)
 			}
-			p := New(db, WithTable(table))
+			p := mustNew(t, db, WithTable(table))
 			c := Config{Name: tc.job, LockAtMostFor: time.Second}
 			for attempt := range 2 { // first run: the insert; second: the mangled row exists
 				ran, err := p.Run(bg, c, noop)
@@ -228,7 +222,7 @@ func checkMessage(t *testing.T, err error) {
 // ErrInvalidArgument, before any statement.
 func TestInvalidArguments(t *testing.T) {
 	t.Parallel()
-	p := New(&sql.DB{}) // never used: the arguments fail first
+	p := mustNew(t, &sql.DB{}) // never used: the arguments fail first
 	cfg := Config{Name: "j", LockAtMostFor: time.Second}
 	ran, err := p.Run(bg, cfg, nil)
 	if ran || !errors.Is(err, ErrInvalidArgument) || errors.Is(err, ErrInvalidConfig) {

@@ -45,7 +45,11 @@ func openInstance(ctx context.Context, dsn string, id int, cfg Config) (*instanc
 		_ = in.lockDB.Close()
 		return nil, err
 	}
-	in.locker = namedlock.New(in.lockDB, namedlock.WithObserver(in.observe))
+	if in.locker, err = namedlock.New(in.lockDB, namedlock.WithObserver(in.observe)); err != nil {
+		_ = in.db.Close()
+		_ = in.lockDB.Close()
+		return nil, err
+	}
 	return in, nil
 }
 

@@ -97,7 +97,7 @@ func (d *demo) schedRound(ctx context.Context, dsn string, locked bool, done *at
 				return SchedResult{}, err
 			}
 			defer db.Close()
-			p, err := schedlock.NewProvider(db.DB, schedlock.WithTable(d.schedTable()))
+			p, err := schedlock.New(db.DB, schedlock.WithTable(d.schedTable()))
 			if err != nil {
 				return SchedResult{}, err
 			}

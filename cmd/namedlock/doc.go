@@ -7,7 +7,9 @@
 //	namedlock list -dsn DSN [-prefix P]        every user-level lock held, where the server can tell
 //
 // holders maps each key to its server name exactly as a namedlock.Locker
-// does (keyfmt.Portable) and prints whether it is held, the holder's
+// does (keyfmt.Portable, which leaves a server name as it is, so a name
+// copied from list or the process list works as a key) and prints whether
+// it is held, the holder's
 // connection id as IS_USED_LOCK answers it, and from
 // information_schema.PROCESSLIST its user, host, command, state, time in
 // that state and the statement it runs. list reads MySQL 8's

@@ -111,6 +111,31 @@ func TestHolders(t *testing.T) {
 	}
 }
 
+// TestHoldersServerName: holders takes a server name as it is, as list and
+// the process list show it: the mapped name of a key that is not portable
+// looks up that same lock, not a name mapped again.
+func TestHoldersServerName(t *testing.T) {
+	leakCheck(t)
+	srv := testdb.RequireReal(t)
+	key := "Nightly Report:" + testdb.UniqueName(t)
+	name := keyfmt.Portable(key)
+	if name == key {
+		t.Fatalf("%q is portable; the test needs a key that maps", key)
+	}
+	id := holdLock(t, srv.DSN, name)
+	status, stdout, _ := runCmd(t, "holders", "-dsn", srv.DSN, name)
+	if status != exitOK {
+		t.Fatalf("status %d, want 0", status)
+	}
+	r := row(stdout, name)
+	if len(r) < 4 || r[1] != name || r[2] != "yes" {
+		t.Fatalf("row of %s: %q; want that name, held", name, r)
+	}
+	if srv.Flavor.NamesHolder() && r[3] != strconv.FormatInt(id, 10) {
+		t.Errorf("row of %s: %q; want held by connection %d", name, r, id)
+	}
+}
+
 // TestHoldersKill: -kill alone shows what it would kill and kills nothing;
 // -kill -yes ends the holder's session, which frees the lock.
 func TestHoldersKill(t *testing.T) {

@@ -3,7 +3,9 @@
 // its lock, since when, from which host?"). It only reads, except [Kill].
 //
 // [Lookup] takes keys, maps each to its server name exactly as a
-// namedlock.Locker does ([keyfmt.Portable]), asks IS_USED_LOCK which
+// namedlock.Locker does ([keyfmt.Portable], which leaves a server name as it
+// is, so a name that [List] or the process list shows may be given as a
+// key), asks IS_USED_LOCK which
 // connection holds it, and describes that connection's session from
 // information_schema.PROCESSLIST: user, host, command, state, time in that
 // state and the statement it runs. It works on every server the library

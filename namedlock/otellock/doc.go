@@ -5,7 +5,8 @@
 //
 //	obs, err := otellock.New() // the global MeterProvider and TracerProvider, or WithMeterProvider, WithTracerProvider
 //	if err != nil { return err }
-//	locker := namedlock.New(lockDB, namedlock.WithObserver(obs.Observe))
+//	locker, err := namedlock.New(lockDB, namedlock.WithObserver(obs.Observe))
+//	if err != nil { return err }
 //	obs.Watch(locker)
 //
 // # Metrics

@@ -44,7 +44,10 @@ func ExampleNew() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	locker := namedlock.New(lockDB, namedlock.WithObserver(obs.Observe))
+	locker, err := namedlock.New(lockDB, namedlock.WithObserver(obs.Observe))
+	if err != nil {
+		log.Fatal(err)
+	}
 	defer locker.Close()
 	obs.Watch(locker)
 

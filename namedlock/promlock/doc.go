@@ -3,8 +3,10 @@
 // read at every scrape) and by its observer (histograms of wait, hold and
 // fence-wait times).
 //
-//	metrics := promlock.New()
-//	locker := namedlock.New(lockDB, namedlock.WithObserver(metrics.Observe))
+//	metrics, err := promlock.New()
+//	if err != nil { return err }
+//	locker, err := namedlock.New(lockDB, namedlock.WithObserver(metrics.Observe))
+//	if err != nil { return err }
 //	metrics.Watch(locker)
 //	prometheus.MustRegister(metrics)
 //

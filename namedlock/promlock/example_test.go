@@ -38,7 +38,10 @@ func ExampleNew() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	locker := namedlock.New(lockDB, namedlock.WithObserver(metrics.Observe))
+	locker, err := namedlock.New(lockDB, namedlock.WithObserver(metrics.Observe))
+	if err != nil {
+		log.Fatal(err)
+	}
 	defer locker.Close()
 	metrics.Watch(locker)
 	reg := prometheus.NewRegistry()

@@ -2,11 +2,12 @@
 // Locker (github.com/go-co-op/gocron/v2), so that a job every instance's
 // scheduler fires runs on one instance per tick:
 //
-//	s, err := gocron.NewScheduler(gocron.WithDistributedLocker(
-//		gocronlock.NewLeaseLocker(provider, gocronlock.LeaseOptions{
-//			LockAtMostFor:  10 * time.Minute,
-//			LockAtLeastFor: 30 * time.Second,
-//		})))
+//	locker, err := gocronlock.NewLeaseLocker(provider, gocronlock.LeaseOptions{
+//		LockAtMostFor:  10 * time.Minute,
+//		LockAtLeastFor: 30 * time.Second,
+//	})
+//	...
+//	s, err := gocron.NewScheduler(gocron.WithDistributedLocker(locker))
 //
 // gocron calls Lock(ctx, jobName) before each run and skips the run if Lock
 // returns an error (the error goes to the job's AfterLockError listener);

@@ -23,17 +23,23 @@ func ExampleNewLeaseLocker() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	provider := schedlock.New(db) // the "shedlock" table, shared with Java services
+	provider, err := schedlock.New(db) // the "shedlock" table, shared with Java services
+	if err != nil {
+		log.Fatal(err)
+	}
 	if err := provider.CreateTable(context.Background()); err != nil {
 		log.Fatal(err)
 	}
-	s, err := gocron.NewScheduler(gocron.WithDistributedLocker(
-		// A crashed holder blocks a run for 10 minutes at most; a finished
-		// run keeps the job locked for 30 s, so late ticks skip it.
-		gocronlock.NewLeaseLocker(provider, gocronlock.LeaseOptions{
-			LockAtMostFor:  10 * time.Minute,
-			LockAtLeastFor: 30 * time.Second,
-		})))
+	// A crashed holder blocks a run for 10 minutes at most; a finished run
+	// keeps the job locked for 30 s, so late ticks skip it.
+	locker, err := gocronlock.NewLeaseLocker(provider, gocronlock.LeaseOptions{
+		LockAtMostFor:  10 * time.Minute,
+		LockAtLeastFor: 30 * time.Second,
+	})
+	if err != nil {
+		log.Fatal(err)
+	}
+	s, err := gocron.NewScheduler(gocron.WithDistributedLocker(locker))
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -55,9 +61,16 @@ func ExampleNewNamedLocker() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	locker := namedlock.New(db)
+	locker, err := namedlock.New(db)
+	if err != nil {
+		log.Fatal(err)
+	}
 	defer locker.Close()
-	s, err := gocron.NewScheduler(gocron.WithDistributedLocker(gocronlock.NewNamedLocker(locker)))
+	jobLocker, err := gocronlock.NewNamedLocker(locker)
+	if err != nil {
+		log.Fatal(err)
+	}
+	s, err := gocron.NewScheduler(gocron.WithDistributedLocker(jobLocker))
 	if err != nil {
 		log.Fatal(err)
 	}

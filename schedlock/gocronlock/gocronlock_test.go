@@ -32,7 +32,7 @@ func TestLeaseLockerOncePerTick(t *testing.T) {
 	srv := testdb.RequireReal(t)
 	setup := testdb.OpenDB(t, srv.DSN)
 	table := uniqueName(t)
-	if err := schedlock.New(setup, schedlock.WithTable(table)).CreateTable(context.Background()); err != nil {
+	if err := mustProvider(t, setup, schedlock.WithTable(table)).CreateTable(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _, _ = setup.Exec("DROP TABLE IF EXISTS `" + table + "`") })
@@ -40,9 +40,9 @@ func TestLeaseLockerOncePerTick(t *testing.T) {
 	var lockers []gocron.Locker
 	var counting []*countingLocker
 	for i := range 3 {
-		p := schedlock.New(testdb.OpenDB(t, srv.DSN), schedlock.WithTable(table),
+		p := mustProvider(t, testdb.OpenDB(t, srv.DSN), schedlock.WithTable(table),
 			schedlock.WithLockedBy(fmt.Sprintf("instance-%d", i)))
-		c := &countingLocker{Locker: NewLeaseLocker(p, LeaseOptions{LockAtMostFor: 10 * time.Second, LockAtLeastFor: 500 * time.Millisecond})}
+		c := &countingLocker{Locker: mustLease(t, p, LeaseOptions{LockAtMostFor: 10 * time.Second, LockAtLeastFor: 500 * time.Millisecond})}
 		counting = append(counting, c)
 		lockers = append(lockers, c)
 	}
@@ -134,14 +134,14 @@ func namedOncePerTick(t *testing.T, dsn string) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		l := namedlock.New(db)
+		l := mustLocker(t, db)
 		t.Cleanup(func() {
 			if err := l.Close(); err != nil {
 				t.Error(err)
 			}
 			_ = db.Close()
 		})
-		lockers = append(lockers, NewNamedLocker(l))
+		lockers = append(lockers, mustNamed(t, l))
 	}
 	began := time.Now()
 	runs := runSchedulers(t, lockers, testdb.UniqueName(t), ticks, func(string) {
@@ -160,13 +160,13 @@ func TestAdapters(t *testing.T) {
 	t.Run("lease", func(t *testing.T) {
 		db := testdb.OpenDB(t, srv.DSN)
 		table := uniqueName(t)
-		a := schedlock.New(db, schedlock.WithTable(table), schedlock.WithLockedBy("a"))
+		a := mustProvider(t, db, schedlock.WithTable(table), schedlock.WithLockedBy("a"))
 		if err := a.CreateTable(ctx); err != nil {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { _, _ = db.Exec("DROP TABLE IF EXISTS `" + table + "`") })
-		b := schedlock.New(db, schedlock.WithTable(table), schedlock.WithLockedBy("b"))
-		la, lb := NewLeaseLocker(a, LeaseOptions{LockAtMostFor: time.Minute}), NewLeaseLocker(b, LeaseOptions{LockAtMostFor: time.Minute})
+		b := mustProvider(t, db, schedlock.WithTable(table), schedlock.WithLockedBy("b"))
+		la, lb := mustLease(t, a, LeaseOptions{LockAtMostFor: time.Minute}), mustLease(t, b, LeaseOptions{LockAtMostFor: time.Minute})
 		lk, err := la.Lock(ctx, "report")
 		if err != nil {
 			t.Fatal(err)
@@ -186,7 +186,7 @@ func TestAdapters(t *testing.T) {
 		}
 		// The same Locker refuses a second run while the first is not
 		// unlocked, even once its lease has run out.
-		short := NewLeaseLocker(a, LeaseOptions{LockAtMostFor: 50 * time.Millisecond})
+		short := mustLease(t, a, LeaseOptions{LockAtMostFor: 50 * time.Millisecond})
 		first, err := short.Lock(ctx, "nightly")
 		if err != nil {
 			t.Fatal(err)
@@ -208,13 +208,13 @@ func TestAdapters(t *testing.T) {
 			t.Fatal(err)
 		}
 		// With KeepAlive a run outlives LockAtMostFor and keeps others out.
-		kept := NewLeaseLocker(a, LeaseOptions{LockAtMostFor: time.Second, KeepAlive: 100 * time.Millisecond})
+		kept := mustLease(t, a, LeaseOptions{LockAtMostFor: time.Second, KeepAlive: 100 * time.Millisecond})
 		long, err := kept.Lock(ctx, "weekly")
 		if err != nil {
 			t.Fatal(err)
 		}
 		time.Sleep(1500 * time.Millisecond)
-		if _, err := NewLeaseLocker(b, LeaseOptions{LockAtMostFor: time.Second}).Lock(ctx, "weekly"); !errors.Is(err, schedlock.ErrLocked) {
+		if _, err := mustLease(t, b, LeaseOptions{LockAtMostFor: time.Second}).Lock(ctx, "weekly"); !errors.Is(err, schedlock.ErrLocked) {
 			t.Fatalf("another instance's Lock 1.5 s into a kept-alive run with LockAtMostFor 1s: %v", err)
 		}
 		if err := long.Unlock(ctx); err != nil {
@@ -234,9 +234,9 @@ func TestAdapters(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			l := namedlock.New(db)
+			l := mustLocker(t, db)
 			t.Cleanup(func() { _ = l.Close(); _ = db.Close() })
-			lockers = append(lockers, NewNamedLocker(l))
+			lockers = append(lockers, mustNamed(t, l))
 		}
 		key := testdb.UniqueName(t)
 		lk, err := lockers[0].Lock(ctx, key)
@@ -279,9 +279,9 @@ func TestNamedLockerFenced(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		l := namedlock.New(db, namedlock.WithFencing(app, fence))
+		l := mustLocker(t, db, namedlock.WithFencing(app, fence))
 		t.Cleanup(func() { _ = l.Close(); _ = db.Close() })
-		lockers = append(lockers, NewNamedLocker(l))
+		lockers = append(lockers, mustNamed(t, l))
 	}
 	job := testdb.UniqueName(t)
 	lk, err := lockers[0].Lock(ctx, job)
@@ -338,39 +338,50 @@ func TestLeaseName(t *testing.T) {
 	t.Logf("%s -> %s", long1, n1)
 }
 
-func TestConstructorsPanic(t *testing.T) {
+func TestConstructorErrors(t *testing.T) {
 	t.Parallel()
-	p := schedlock.New(&sql.DB{})
+	p := mustProvider(t, &sql.DB{})
 	for _, tc := range []struct {
 		name string
-		f    func()
+		f    func() (gocron.Locker, error)
+		is   error
 		want string
 	}{
-		{"nil provider", func() { NewLeaseLocker(nil, LeaseOptions{LockAtMostFor: time.Second}) },
-			"gocronlock: NewLeaseLocker with a nil *schedlock.Provider"},
-		{"zero options", func() { NewLeaseLocker(p, LeaseOptions{}) },
-			"gocronlock: NewLeaseLocker: LeaseOptions.LockAtMostFor must be at least 1ms, got 0s"},
-		{"at least > most (swapped)", func() { NewLeaseLocker(p, LeaseOptions{LockAtMostFor: time.Second, LockAtLeastFor: time.Minute}) },
-			"gocronlock: NewLeaseLocker: LeaseOptions.LockAtLeastFor (1m0s) must not exceed LockAtMostFor (1s)"},
-		{"negative at least", func() { NewLeaseLocker(p, LeaseOptions{LockAtMostFor: time.Second, LockAtLeastFor: -1}) },
-			"gocronlock: NewLeaseLocker: LeaseOptions.LockAtLeastFor must not be negative, got -1ns"},
-		{"negative keep-alive", func() { NewLeaseLocker(p, LeaseOptions{LockAtMostFor: time.Second, KeepAlive: -1}) },
-			"gocronlock: NewLeaseLocker: LeaseOptions.KeepAlive must not be negative, got -1ns"},
-		{"keep-alive not shorter", func() { NewLeaseLocker(p, LeaseOptions{LockAtMostFor: time.Second, KeepAlive: time.Second}) },
-			"gocronlock: NewLeaseLocker: LeaseOptions.KeepAlive (1s) must be shorter than LockAtMostFor (1s)"},
-		{"nil named locker", func() { NewNamedLocker(nil) },
-			"gocronlock: NewNamedLocker with a nil *namedlock.Locker"},
+		{"nil provider", func() (gocron.Locker, error) { return NewLeaseLocker(nil, LeaseOptions{LockAtMostFor: time.Second}) },
+			schedlock.ErrInvalidArgument, "schedlock: invalid argument: gocronlock: NewLeaseLocker: nil *schedlock.Provider"},
+		{"zero options", func() (gocron.Locker, error) { return NewLeaseLocker(p, LeaseOptions{}) },
+			schedlock.ErrInvalidConfig, "schedlock: invalid configuration: gocronlock: NewLeaseLocker: LeaseOptions.LockAtMostFor must be at least 1ms, got 0s"},
+		{"at least > most (swapped)", func() (gocron.Locker, error) {
+			return NewLeaseLocker(p, LeaseOptions{LockAtMostFor: time.Second, LockAtLeastFor: time.Minute})
+		},
+			schedlock.ErrInvalidConfig, "schedlock: invalid configuration: gocronlock: NewLeaseLocker: LeaseOptions.LockAtLeastFor (1m0s) must not exceed LockAtMostFor (1s)"},
+		{"negative at least", func() (gocron.Locker, error) {
+			return NewLeaseLocker(p, LeaseOptions{LockAtMostFor: time.Second, LockAtLeastFor: -1})
+		},
+			schedlock.ErrInvalidConfig, "schedlock: invalid configuration: gocronlock: NewLeaseLocker: LeaseOptions.LockAtLeastFor must not be negative, got -1ns"},
+		{"negative keep-alive", func() (gocron.Locker, error) {
+			return NewLeaseLocker(p, LeaseOptions{LockAtMostFor: time.Second, KeepAlive: -1})
+		},
+			schedlock.ErrInvalidConfig, "schedlock: invalid configuration: gocronlock: NewLeaseLocker: LeaseOptions.KeepAlive must not be negative, got -1ns"},
+		{"keep-alive not shorter", func() (gocron.Locker, error) {
+			return NewLeaseLocker(p, LeaseOptions{LockAtMostFor: time.Second, KeepAlive: time.Second})
+		},
+			schedlock.ErrInvalidConfig, "schedlock: invalid configuration: gocronlock: NewLeaseLocker: LeaseOptions.KeepAlive (1s) must be shorter than LockAtMostFor (1s)"},
+		{"nil named locker", func() (gocron.Locker, error) { return NewNamedLocker(nil) },
+			namedlock.ErrInvalidArgument, "namedlock: invalid argument: gocronlock: NewNamedLocker: nil *namedlock.Locker"},
 	} {
-		func() {
-			defer func() {
-				if r := recover(); r != tc.want {
-					t.Errorf("%s: panic %q, want %q", tc.name, r, tc.want)
-				}
-			}()
-			tc.f()
-		}()
+		l, err := tc.f()
+		if l != nil || !errors.Is(err, tc.is) || err.Error() != tc.want {
+			t.Errorf("%s: %v, %v; want nil, %q", tc.name, l, err, tc.want)
+		}
 	}
 	// In range, including LockAtLeastFor equal to LockAtMostFor.
-	NewLeaseLocker(p, LeaseOptions{LockAtMostFor: time.Millisecond, LockAtLeastFor: time.Millisecond})
-	NewLeaseLocker(p, LeaseOptions{LockAtMostFor: time.Second, KeepAlive: time.Second / 3})
+	for _, o := range []LeaseOptions{
+		{LockAtMostFor: time.Millisecond, LockAtLeastFor: time.Millisecond},
+		{LockAtMostFor: time.Second, KeepAlive: time.Second / 3},
+	} {
+		if l, err := NewLeaseLocker(p, o); l == nil || err != nil {
+			t.Errorf("%+v: %v, %v", o, l, err)
+		}
+	}
 }

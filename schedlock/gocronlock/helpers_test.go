@@ -10,7 +10,11 @@ import (
 
 	"github.com/go-co-op/gocron/v2"
 
+	"database/sql"
+
 	"github.com/namedlock/mysql/internal/testdb"
+	"github.com/namedlock/mysql/namedlock"
+	"github.com/namedlock/mysql/schedlock"
 )
 
 // TestMain stops the test server and checks for leaked goroutines.
@@ -19,6 +23,48 @@ func TestMain(m *testing.M) { testdb.Main(m) }
 // uniqueName is testdb.UniqueName usable as a table name.
 func uniqueName(tb testing.TB) string {
 	return strings.ReplaceAll(testdb.UniqueName(tb), "-", "_")
+}
+
+// mustProvider returns schedlock.New(db, opts...), failing the test on an
+// error.
+func mustProvider(tb testing.TB, db *sql.DB, opts ...schedlock.Option) *schedlock.Provider {
+	tb.Helper()
+	p, err := schedlock.New(db, opts...)
+	if err != nil {
+		tb.Fatalf("schedlock.New: %v", err)
+	}
+	return p
+}
+
+// mustLocker returns namedlock.New(db, opts...), failing the test on an
+// error. The caller closes it.
+func mustLocker(tb testing.TB, db *sql.DB, opts ...namedlock.Option) *namedlock.Locker {
+	tb.Helper()
+	l, err := namedlock.New(db, opts...)
+	if err != nil {
+		tb.Fatalf("namedlock.New: %v", err)
+	}
+	return l
+}
+
+// mustLease returns NewLeaseLocker(p, o), failing the test on an error.
+func mustLease(tb testing.TB, p *schedlock.Provider, o LeaseOptions) gocron.Locker {
+	tb.Helper()
+	l, err := NewLeaseLocker(p, o)
+	if err != nil {
+		tb.Fatalf("NewLeaseLocker: %v", err)
+	}
+	return l
+}
+
+// mustNamed returns NewNamedLocker(l), failing the test on an error.
+func mustNamed(tb testing.TB, l *namedlock.Locker) gocron.Locker {
+	tb.Helper()
+	n, err := NewNamedLocker(l)
+	if err != nil {
+		tb.Fatalf("NewNamedLocker: %v", err)
+	}
+	return n
 }
 
 // tickCounter counts job runs per wall-clock second (the cron tick).

@@ -58,22 +58,23 @@ type LeaseOptions struct {
 // are kept out by the lease alone, so give a job that may run longer than
 // LockAtMostFor a KeepAlive.
 //
-//	gocronlock.NewLeaseLocker(provider, gocronlock.LeaseOptions{
+//	locker, err := gocronlock.NewLeaseLocker(provider, gocronlock.LeaseOptions{
 //		LockAtMostFor:  10 * time.Minute,
 //		LockAtLeastFor: 30 * time.Second,
 //	})
 //
-// It panics if p is nil or o is out of range (LockAtMostFor at least 1ms,
-// 0 <= LockAtLeastFor <= LockAtMostFor; a zero LeaseOptions is out of
-// range), as they are fixed by the program.
-func NewLeaseLocker(p *schedlock.Provider, o LeaseOptions) gocron.Locker {
+// It returns an error matching schedlock.ErrInvalidArgument if p is nil,
+// and one matching schedlock.ErrInvalidConfig if o is out of range
+// (LockAtMostFor at least 1ms, 0 <= LockAtLeastFor <= LockAtMostFor,
+// 0 <= KeepAlive < LockAtMostFor; a zero LeaseOptions is out of range).
+func NewLeaseLocker(p *schedlock.Provider, o LeaseOptions) (gocron.Locker, error) {
 	if p == nil {
-		panic("gocronlock: NewLeaseLocker with a nil *schedlock.Provider")
+		return nil, fmt.Errorf("%w: gocronlock: NewLeaseLocker: nil *schedlock.Provider", schedlock.ErrInvalidArgument)
 	}
 	if err := o.validate(); err != nil {
-		panic("gocronlock: NewLeaseLocker: " + err.Error())
+		return nil, fmt.Errorf("%w: gocronlock: NewLeaseLocker: %v", schedlock.ErrInvalidConfig, err)
 	}
-	return &leaseLocker{p: p, o: o, running: map[string]bool{}}
+	return &leaseLocker{p: p, o: o, running: map[string]bool{}}, nil
 }
 
 // validate checks o by the rules of schedlock.Config.Validate, which each

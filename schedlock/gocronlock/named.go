@@ -32,10 +32,11 @@ const tryWaitedLimit = 500 * time.Millisecond
 
 // NewNamedLocker returns a gocron.Locker backed by MySQL named locks: Lock is
 // l.TryAcquire of keyfmt.Key(NamedKeyPrefix, jobName), passed unmapped (the
-// Locker maps it), which fails at once with an error matching
-// namedlock.ErrNotAcquired while another instance runs the job, so gocron
-// skips the run; Unlock releases it. The lock is held exactly while the job
-// runs. It panics if l is nil.
+// Locker maps it); while another instance runs the job, Lock fails at once
+// with an error matching namedlock.ErrNotAcquired, so gocron skips the run
+// (gocron skips only on an error). Unlock releases it. The lock is held exactly while the job
+// runs. It returns an error matching namedlock.ErrInvalidArgument if l is
+// nil.
 //
 // A TryAcquire that took longer than 500 ms is given back and counts as
 // not acquired: on TiDB a try must wait 1 s for a held lock when the
@@ -44,11 +45,11 @@ const tryWaitedLimit = 500 * time.Millisecond
 // another instance's run of the same tick ends, running the job twice in
 // that tick. A run that found the pool exhausted for that long is skipped
 // too.
-func NewNamedLocker(l *namedlock.Locker) gocron.Locker {
+func NewNamedLocker(l *namedlock.Locker) (gocron.Locker, error) {
 	if l == nil {
-		panic("gocronlock: NewNamedLocker with a nil *namedlock.Locker")
+		return nil, fmt.Errorf("%w: gocronlock: NewNamedLocker: nil *namedlock.Locker", namedlock.ErrInvalidArgument)
 	}
-	return namedLocker{l}
+	return namedLocker{l}, nil
 }
 
 type namedLocker struct{ l *namedlock.Locker }
@@ -59,6 +60,10 @@ func (n namedLocker) Lock(ctx context.Context, key string) (gocron.Lock, error) 
 	lk, err := n.l.TryAcquire(ctx, keyfmt.Key(NamedKeyPrefix, key))
 	if err != nil {
 		return nil, err
+	}
+	if lk == nil {
+		// gocron skips a run only on an error.
+		return nil, fmt.Errorf("%w: gocronlock: job %q is running on another instance; this run is skipped", namedlock.ErrNotAcquired, key)
 	}
 	if took := time.Since(start); took > tryWaitedLimit {
 		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), releaseTimeout)

@@ -88,7 +88,7 @@ func (l recordedLock) Unlock(ctx context.Context) error {
 // times, so a slow machine cannot fake or hide one.
 func TestTwoSchedulersNoOverlapInsideALease(t *testing.T) {
 	t.Parallel()
-	twoSchedulers(t, func(p *schedlock.Provider, o LeaseOptions) gocron.Locker { return NewLeaseLocker(p, o) })
+	twoSchedulers(t, func(p *schedlock.Provider, o LeaseOptions) gocron.Locker { return mustLease(t, p, o) })
 }
 
 // The same with a new lease locker for every run, so the locker's refusal
@@ -110,7 +110,11 @@ type freshLeaseLocker struct {
 }
 
 func (f freshLeaseLocker) Lock(ctx context.Context, key string) (gocron.Lock, error) {
-	return NewLeaseLocker(f.p, f.o).Lock(ctx, key)
+	l, err := NewLeaseLocker(f.p, f.o)
+	if err != nil {
+		return nil, err
+	}
+	return l.Lock(ctx, key)
 }
 
 func twoSchedulers(t *testing.T, newLocker func(*schedlock.Provider, LeaseOptions) gocron.Locker) {
@@ -118,7 +122,7 @@ func twoSchedulers(t *testing.T, newLocker func(*schedlock.Provider, LeaseOption
 	srv := testdb.RequireReal(t)
 	setup := testdb.OpenDB(t, srv.DSN)
 	table := uniqueName(t)
-	if err := schedlock.New(setup, schedlock.WithTable(table)).CreateTable(context.Background()); err != nil {
+	if err := mustProvider(t, setup, schedlock.WithTable(table)).CreateTable(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _, _ = setup.Exec("DROP TABLE IF EXISTS `" + table + "`") })
@@ -133,7 +137,7 @@ func twoSchedulers(t *testing.T, newLocker func(*schedlock.Provider, LeaseOption
 	job := testdb.UniqueName(t)
 	var scheds []gocron.Scheduler
 	for i, instance := range []string{"A", "C"} {
-		p := schedlock.New(testdb.OpenDB(t, srv.DSN), schedlock.WithTable(table), schedlock.WithLockedBy(instance))
+		p := mustProvider(t, testdb.OpenDB(t, srv.DSN), schedlock.WithTable(table), schedlock.WithLockedBy(instance))
 		locker := &recordingLocker{Locker: newLocker(p, LeaseOptions{LockAtMostFor: lockAtMostFor}),
 			instance: instance, db: setup, table: table, mu: &mu, runs: &runs, refused: &refused}
 		s, err := gocron.NewScheduler(gocron.WithDistributedLocker(locker))
