@@ -171,6 +171,9 @@ func runFenceChaos(t *testing.T, srv *testdb.Server, mode chaosMode) fenceChaos 
 		if fenced {
 			opts = append(opts, namedlock.WithFencing(app, table))
 		}
+		if mode == chaosSerializable {
+			opts = append(opts, namedlock.WithSerializableHandoff())
+		}
 		insts[i] = inst{locker: newInstance(t, srv.DSN, opts...).locker, app: sqlx.NewDb(app, "mysql")}
 	}
 
@@ -212,7 +215,7 @@ func runFenceChaos(t *testing.T, srv *testdb.Server, mode chaosMode) fenceChaos 
 					zombie := rng.IntN(100) < 15
 					pause := time.Duration(1+rng.IntN(4)) * time.Millisecond
 					calls.Add(1)
-					err := in.locker.DoTx(ctx, key, in.app, txOpts, func(fctx context.Context, tx *sqlx.Tx) error {
+					err := in.locker.DoTx(ctx, key, in.app.DB, txOpts, func(fctx context.Context, tx *sql.Tx) error {
 						sctx := fctx
 						if zombie {
 							zombies.Add(1)

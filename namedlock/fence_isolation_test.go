@@ -62,7 +62,7 @@ func checkRefused(t *testing.T, srv *testdb.Server, in *instance, app *sqlx.DB, 
 	t.Helper()
 	ctx := testCtx(t, 30*time.Second)
 	before := in.locker.Stats()
-	err := in.locker.DoTx(ctx, key, app, levelOpts(level), func(context.Context, *sqlx.Tx) error {
+	err := in.locker.DoTx(ctx, key, app.DB, levelOpts(level), func(context.Context, *sql.Tx) error {
 		t.Errorf("%s, %v: fn ran", srv.Name, level)
 		return nil
 	})
@@ -119,7 +119,7 @@ func TestFencedDoTxIsolation(t *testing.T) {
 			for range 8 {
 				wg.Go(func() {
 					for range 10 {
-						err := in.locker.DoTx(ctx, key, appx, levelOpts(level), func(ctx context.Context, tx *sqlx.Tx) error {
+						err := in.locker.DoTx(ctx, key, appx.DB, levelOpts(level), func(ctx context.Context, tx *sql.Tx) error {
 							_, err := readIncrement(ctx, tx, counter)
 							return err
 						})
@@ -182,7 +182,7 @@ func TestFencedDoTxZombieIsolation(t *testing.T) {
 			write := make(chan struct{})
 			aDone := make(chan error, 1)
 			go func() {
-				aDone <- a.locker.DoTx(ctx, key, appx, levelOpts(level), func(fctx context.Context, tx *sqlx.Tx) error {
+				aDone <- a.locker.DoTx(ctx, key, appx.DB, levelOpts(level), func(fctx context.Context, tx *sql.Tx) error {
 					var v int64
 					// A zombie: its statements ignore fn's ctx, which the loss ends.
 					if err := tx.QueryRowContext(context.Background(), "SELECT v FROM "+counter+" WHERE id = 1").Scan(&v); err != nil {
@@ -205,7 +205,7 @@ func TestFencedDoTxZombieIsolation(t *testing.T) {
 			bRead := make(chan int64, 1)
 			bDone := make(chan error, 1)
 			go func() {
-				bDone <- b.locker.DoTx(ctx, key, appx, levelOpts(level), func(ctx context.Context, tx *sqlx.Tx) error {
+				bDone <- b.locker.DoTx(ctx, key, appx.DB, levelOpts(level), func(ctx context.Context, tx *sql.Tx) error {
 					v, err := readIncrement(ctx, tx, counter)
 					bRead <- v
 					return err
@@ -264,7 +264,7 @@ func TestFencedDoTxTiDBModes(t *testing.T) {
 	}
 	leakCheck(t)
 	ctx := testCtx(t, 30*time.Second)
-	fn := func(context.Context, *sqlx.Tx) error {
+	fn := func(context.Context, *sql.Tx) error {
 		t.Error("fn ran")
 		return nil
 	}
@@ -272,7 +272,7 @@ func TestFencedDoTxTiDBModes(t *testing.T) {
 	app := testdb.OpenDB(t, srv.DSN+paramSep(srv.DSN)+"tidb_txn_mode=%27optimistic%27")
 	in, _ := fenced(t, app)
 	for _, level := range []sql.IsolationLevel{sql.LevelDefault, sql.LevelReadCommitted} {
-		err := in.locker.DoTx(ctx, uniqueKey(t, "opt"), sqlx.NewDb(app, "mysql"), levelOpts(level), fn)
+		err := in.locker.DoTx(ctx, uniqueKey(t, "opt"), app, levelOpts(level), fn)
 		t.Logf("%s, optimistic, %v: %v", srv.Name, level, err)
 		if !errors.Is(err, namedlock.ErrFencing) || !strings.Contains(err.Error(), "optimistic") {
 			t.Errorf("DoTx in optimistic mode at %v = %v, want ErrFencing saying why", level, err)
@@ -305,7 +305,7 @@ func TestFencedDoTxFnWriteConflict(t *testing.T) {
 	ctx := testCtx(t, 30*time.Second)
 	conflict := &mysql.MySQLError{Number: 9007, Message: "Write conflict, txnStartTS=1, conflictStartTS=2, conflictCommitTS=3, key={tableID=1, handle=1} [try again later]"}
 	errFn := errors.New("fn's read")
-	err := in.locker.DoTx(ctx, uniqueKey(t, "wc"), appx, nil, func(ctx context.Context, tx *sqlx.Tx) error {
+	err := in.locker.DoTx(ctx, uniqueKey(t, "wc"), appx.DB, nil, func(ctx context.Context, tx *sql.Tx) error {
 		if _, err := tx.ExecContext(ctx, "UPDATE "+counter+" SET v = 100 WHERE id = 1"); err != nil {
 			return err
 		}

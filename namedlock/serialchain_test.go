@@ -49,8 +49,9 @@ func readIncrement(ctx context.Context, q interface {
 }
 
 // chainHolders are the holders that are not ordered by the server after a
-// DoTx at SERIALIZABLE: a Do, a DoTx at another level, an Acquire, and a Do
-// of another instance of the same server.
+// DoTx with the serializable handoff: a Do, a DoTx of the same Locker on
+// another pool (whose transaction the chain's do not wait for), an
+// Acquire, and a Do of another instance of the same server.
 var chainHolders = []chainHolder{
 	{name: "Do", run: func(ctx context.Context, l, _ *namedlock.Locker, app *sql.DB, table, key string, got func()) (v int64, err error) {
 		err = l.Do(ctx, key, func(ctx context.Context) error {
@@ -60,8 +61,8 @@ var chainHolders = []chainHolder{
 		})
 		return v, err
 	}},
-	{name: "DoTx at REPEATABLE READ", run: func(ctx context.Context, l, _ *namedlock.Locker, app *sql.DB, table, key string, got func()) (v int64, err error) {
-		err = l.DoSQLTx(ctx, key, app, &sql.TxOptions{Isolation: sql.LevelRepeatableRead}, func(ctx context.Context, tx *sql.Tx) error {
+	{name: "DoTx on another pool", run: func(ctx context.Context, l, _ *namedlock.Locker, app *sql.DB, table, key string, got func()) (v int64, err error) {
+		err = l.DoTx(ctx, key, app, nil, func(ctx context.Context, tx *sql.Tx) error {
 			got()
 			v, err = readIncrement(ctx, tx, table)
 			return err
@@ -122,7 +123,7 @@ func newChainSetup(t *testing.T) *chainSetup {
 	table := counterTable(t, sqlx.NewDb(plain, "mysql"), 1)
 	return &chainSetup{
 		srv:          srv,
-		l:            newInstance(t, srv.DSN, namedlock.WithHandoff(namedlock.DefaultMaxHandoffs, time.Minute)).locker,
+		l:            newInstance(t, srv.DSN, namedlock.WithSerializableHandoff(), namedlock.WithHandoff(namedlock.DefaultMaxHandoffs, time.Minute)).locker,
 		other:        newInstance(t, srv.DSN).locker,
 		app:          app,
 		appConn:      g,
@@ -165,7 +166,7 @@ func (c *chainSetup) round(t *testing.T, ctx context.Context, d chainHolder, hel
 	}
 	committed := c.appConn.ended.Load() // COMMITs returned before A's
 	wg.Go(func() {
-		aErr = c.l.DoSQLTx(ctx, c.key, c.app, c.serializable, func(ctx context.Context, tx *sql.Tx) error {
+		aErr = c.l.DoTx(ctx, c.key, c.app, c.serializable, func(ctx context.Context, tx *sql.Tx) error {
 			close(aIn)
 			<-aGo
 			_, err := tx.ExecContext(ctx, "UPDATE "+c.table+" SET v = v + 1 WHERE id = 1")
@@ -174,7 +175,7 @@ func (c *chainSetup) round(t *testing.T, ctx context.Context, d chainHolder, hel
 	})
 	<-aIn
 	wg.Go(func() {
-		bErr = c.l.DoSQLTx(ctx, c.key, c.app, c.serializable, func(context.Context, *sql.Tx) error {
+		bErr = c.l.DoTx(ctx, c.key, c.app, c.serializable, func(context.Context, *sql.Tx) error {
 			early = c.appConn.ended.Load() == committed // A's COMMIT has not returned
 			close(bIn)
 			return nil
@@ -297,7 +298,7 @@ func TestSerializableChainHeldBackCommit(t *testing.T) {
 // counter under one key, each call chosen at random: a DoTx at
 // SERIALIZABLE (read and write through tx; some write and then fail, some
 // touch nothing, some give up waiting), a Do and an Acquire (read and
-// write through the pool, autocommit), a DoTx at REPEATABLE READ, and a Do
+// write through the pool, autocommit), a DoTx at REPEATABLE READ of the other instance, and a Do
 // of the other instance. Every increment that committed counts once: the
 // counter ends at the number of committed increments, and the DoTx at
 // SERIALIZABLE handed the lock on early.
@@ -307,7 +308,7 @@ func TestSerializableChaosMixed(t *testing.T) {
 	app := testdb.OpenDB(t, srv.DSN)
 	table := counterTable(t, sqlx.NewDb(app, "mysql"), 1)
 	key := keyfmt.Key(table, 1)
-	l := newInstance(t, srv.DSN, namedlock.WithHandoff(namedlock.DefaultMaxHandoffs, time.Minute)).locker
+	l := newInstance(t, srv.DSN, namedlock.WithSerializableHandoff(), namedlock.WithHandoff(namedlock.DefaultMaxHandoffs, time.Minute)).locker
 	other := newInstance(t, srv.DSN).locker
 	ctx := testCtx(t, 2*time.Minute)
 	serializable := &sql.TxOptions{Isolation: sql.LevelSerializable}
@@ -315,7 +316,7 @@ func TestSerializableChaosMixed(t *testing.T) {
 	var committed atomic.Int64
 	kinds := []func(rng *rand.Rand) error{
 		func(*rand.Rand) error { // DoTx at SERIALIZABLE, increments
-			err := l.DoSQLTx(ctx, key, app, serializable, func(ctx context.Context, tx *sql.Tx) error {
+			err := l.DoTx(ctx, key, app, serializable, func(ctx context.Context, tx *sql.Tx) error {
 				_, err := readIncrement(ctx, tx, table)
 				return err
 			})
@@ -325,10 +326,10 @@ func TestSerializableChaosMixed(t *testing.T) {
 			return err
 		},
 		func(*rand.Rand) error { // DoTx at SERIALIZABLE, touches nothing
-			return l.DoSQLTx(ctx, key, app, serializable, func(context.Context, *sql.Tx) error { return nil })
+			return l.DoTx(ctx, key, app, serializable, func(context.Context, *sql.Tx) error { return nil })
 		},
 		func(*rand.Rand) error { // DoTx at SERIALIZABLE, writes and rolls back
-			err := l.DoSQLTx(ctx, key, app, serializable, func(ctx context.Context, tx *sql.Tx) error {
+			err := l.DoTx(ctx, key, app, serializable, func(ctx context.Context, tx *sql.Tx) error {
 				if _, err := readIncrement(ctx, tx, table); err != nil {
 					return err
 				}
@@ -342,7 +343,7 @@ func TestSerializableChaosMixed(t *testing.T) {
 		func(rng *rand.Rand) error { // DoTx at SERIALIZABLE that may give up waiting
 			wctx, cancel := context.WithTimeout(ctx, time.Duration(rng.IntN(3000))*time.Microsecond)
 			defer cancel()
-			err := l.DoSQLTx(wctx, key, app, serializable, func(ctx context.Context, tx *sql.Tx) error {
+			err := l.DoTx(wctx, key, app, serializable, func(ctx context.Context, tx *sql.Tx) error {
 				_, err := readIncrement(ctx, tx, table)
 				return err
 			})
@@ -374,8 +375,8 @@ func TestSerializableChaosMixed(t *testing.T) {
 			}
 			return errors.Join(err, k.Release(ctx))
 		},
-		func(*rand.Rand) error { // DoTx at REPEATABLE READ
-			err := l.DoSQLTx(ctx, key, app, &sql.TxOptions{Isolation: sql.LevelRepeatableRead}, func(ctx context.Context, tx *sql.Tx) error {
+		func(*rand.Rand) error { // DoTx at REPEATABLE READ, of the other instance (no serializable handoff)
+			err := other.DoTx(ctx, key, app, &sql.TxOptions{Isolation: sql.LevelRepeatableRead}, func(ctx context.Context, tx *sql.Tx) error {
 				_, err := readIncrement(ctx, tx, table)
 				return err
 			})
@@ -459,7 +460,7 @@ func TestFencingChainHeldBackCommit(t *testing.T) {
 			var wg sync.WaitGroup
 			var aErr, bErr, dErr error
 			wg.Go(func() {
-				aErr = l.DoSQLTx(ctx, key, app, nil, func(ctx context.Context, tx *sql.Tx) error {
+				aErr = l.DoTx(ctx, key, app, nil, func(ctx context.Context, tx *sql.Tx) error {
 					close(aIn)
 					<-aGo
 					_, err := tx.ExecContext(ctx, "UPDATE "+table+" SET v = v + 1 WHERE id = 1")
@@ -472,7 +473,7 @@ func TestFencingChainHeldBackCommit(t *testing.T) {
 			bIn := make(chan struct{})
 			wg.Go(func() {
 				defer close(bIn)
-				bErr = l.DoSQLTx(bctx, key, app, nil, func(context.Context, *sql.Tx) error {
+				bErr = l.DoTx(bctx, key, app, nil, func(context.Context, *sql.Tx) error {
 					t.Error("B's fn ran: its mint did not wait for A's fence row")
 					return nil
 				})
