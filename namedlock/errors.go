@@ -35,7 +35,9 @@ var (
 	// ErrInvalidArgument: a call was given an argument it cannot use — a
 	// nil fn, a nil database, [Locker.DoTx] given the lock pool itself as
 	// its database, a table name that is not a plain identifier, a fenced
-	// DoTx on TiDB at an isolation level it cannot fence. It is
+	// DoTx on TiDB at an isolation level it cannot fence, a DoTx with
+	// [WithSerializableHandoff] at a level other than the default and
+	// SERIALIZABLE or on a server whose serializable reads do not lock. It is
 	// returned before anything is locked, counted or sent to the server.
 	ErrInvalidArgument = errors.New("namedlock: invalid argument")
 	// ErrClosed: the Locker was closed. Locks held at Close were released by it.
@@ -46,7 +48,9 @@ var (
 	// (MySQL error 3058, MariaDB 1213). Such an error also matches
 	// ErrNotAcquired. Take several keys with [Locker.DoMulti].
 	ErrDeadlock = errors.New("namedlock: deadlock")
-	// ErrInvalidOption: an option passed to [NewLocker] is out of range.
+	// ErrInvalidOption: an option passed to [NewLocker] is out of range,
+	// or two options exclude each other ([WithFencing] and
+	// [WithSerializableHandoff]).
 	ErrInvalidOption = errors.New("namedlock: invalid option")
 	// ErrFencing: fencing is configured ([WithFencing]) but cannot be
 	// used as asked: the fence table does not exist, [Locker.DoTx] was

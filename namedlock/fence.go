@@ -151,7 +151,7 @@ func (f *fenceTable) refuseLevel(key string, isolation sql.IsolationLevel) error
 	if !f.snapshotAtFirst() || isolation == sql.LevelReadCommitted {
 		return nil
 	}
-	level := "the default level (REPEATABLE READ on TiDB)"
+	level := "the DEFAULT level (REPEATABLE READ on TiDB)"
 	if isolation != sql.LevelDefault {
 		level = strings.ToUpper(isolation.String())
 	}

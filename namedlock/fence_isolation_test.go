@@ -45,11 +45,12 @@ func levelOpts(level sql.IsolationLevel) *sql.TxOptions {
 }
 
 // refusesLevel reports whether a fenced DoTx on srv is refused at level:
-// on TiDB at every level but the default and READ COMMITTED, since a
-// transaction there that keeps one snapshot takes it before its mint
-// waited and can miss a commit made meanwhile.
+// on TiDB at every level but READ COMMITTED (the default included, which
+// is REPEATABLE READ there), since a transaction there that keeps one
+// snapshot takes it before its mint waited and can miss a commit made
+// meanwhile.
 func refusesLevel(srv *testdb.Server, level sql.IsolationLevel) bool {
-	return srv.Flavor == flavor.TiDB && level != sql.LevelDefault && level != sql.LevelReadCommitted
+	return srv.Flavor == flavor.TiDB && level != sql.LevelReadCommitted
 }
 
 // checkRefused runs a fenced DoTx of in on key at level, on app (which
@@ -70,7 +71,7 @@ func checkRefused(t *testing.T, srv *testdb.Server, in *instance, app *sqlx.DB, 
 	if !errors.Is(err, namedlock.ErrFencing) || !errors.Is(err, namedlock.ErrInvalidArgument) {
 		t.Errorf("DoTx at %v = %v, want ErrFencing and ErrInvalidArgument", level, err)
 	} else if msg := err.Error(); !strings.Contains(msg, strings.ToUpper(level.String())) || !strings.Contains(msg, "READ COMMITTED") {
-		t.Errorf("DoTx at %v = %q: want it to name the level and say to use the default level or READ COMMITTED", level, msg)
+		t.Errorf("DoTx at %v = %q: want it to name the level and say to use READ COMMITTED", level, msg)
 	}
 	st := in.locker.Stats()
 	if st.Acquired != before.Acquired || st.NotAcquired != before.NotAcquired || st.ServerAcquisitions != before.ServerAcquisitions || st.Held != 0 || st.FencedCommits != before.FencedCommits {
@@ -93,8 +94,8 @@ func checkRefused(t *testing.T, srv *testdb.Server, in *instance, app *sqlx.DB, 
 // equals the number of DoTx that returned nil, and every one did. On TiDB,
 // whose transactions read from a snapshot taken at their first statement
 // (before the mint waited), this lost 36 of 80 updates at REPEATABLE READ
-// when that level ran as asked; there the default level and READ
-// COMMITTED run the 80, and every other level is refused before anything
+// when that level ran as asked; there READ COMMITTED runs the 80, and
+// every other level, the default included, is refused before anything
 // runs (checkRefused).
 func TestFencedDoTxIsolation(t *testing.T) {
 	srv := testdb.RequireReal(t)
@@ -157,8 +158,8 @@ func TestFencedDoTxIsolation(t *testing.T) {
 // for A's fence row. A, a zombie that ignores its cancelled ctx, writes
 // what it read plus one and commits. B must read A's commit (1), at every
 // isolation level a caller can ask for, and write 2. On TiDB at REPEATABLE
-// READ, when that level ran as asked, B read 0; there every level but the
-// default and READ COMMITTED is now refused before anything runs
+// READ, when that level ran as asked, B read 0; there every level but
+// READ COMMITTED (the default included) is refused before anything runs
 // (checkRefused).
 func TestFencedDoTxZombieIsolation(t *testing.T) {
 	srv := testdb.RequireReal(t)
@@ -256,7 +257,7 @@ func TestFencedDoTxZombieIsolation(t *testing.T) {
 // COMMIT behind any other holder; and without
 // tidb_skip_isolation_level_check, SERIALIZABLE (which TiDB itself would
 // refuse at BEGIN, error 8048) is refused by the fenced DoTx first, as at
-// every level but the default and READ COMMITTED.
+// every level but READ COMMITTED.
 func TestFencedDoTxTiDBModes(t *testing.T) {
 	srv := testdb.Get(t)
 	if srv.Flavor != flavor.TiDB {
@@ -271,7 +272,7 @@ func TestFencedDoTxTiDBModes(t *testing.T) {
 
 	app := testdb.OpenDB(t, srv.DSN+paramSep(srv.DSN)+"tidb_txn_mode=%27optimistic%27")
 	in, _ := fenced(t, app)
-	for _, level := range []sql.IsolationLevel{sql.LevelDefault, sql.LevelReadCommitted} {
+	for _, level := range []sql.IsolationLevel{sql.LevelReadCommitted} {
 		err := in.locker.DoTx(ctx, uniqueKey(t, "opt"), app, levelOpts(level), fn)
 		t.Logf("%s, optimistic, %v: %v", srv.Name, level, err)
 		if !errors.Is(err, namedlock.ErrFencing) || !strings.Contains(err.Error(), "optimistic") {

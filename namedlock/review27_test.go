@@ -34,7 +34,8 @@ import (
 // 1 over Z's committed 10; nothing TiDB offers moves a snapshot forward,
 // so there a fenced DoTx at REPEATABLE READ, READ UNCOMMITTED or
 // SERIALIZABLE must be refused before anything runs, with ErrFencing
-// (checkRefused), while the default level and READ COMMITTED read Z's 10.
+// (checkRefused), as is the default level (REPEATABLE READ there), while
+// READ COMMITTED reads Z's 10.
 func TestReviewSnapshotOlderThanMintWait(t *testing.T) {
 	srv := testdb.RequireReal(t)
 	leakCheck(t)
