@@ -173,9 +173,12 @@ func (l *Locker) doTx(ctx context.Context, key string, db *sql.DB, opts *sql.TxO
 		committed, err = plainTx(fctx, k, func(ctx context.Context) (*sql.Tx, error) { return begin(ctx, opts) }, fn)
 		return err
 	})
-	if committed {
+	switch {
+	case committed:
 		l.committed(k)
 		return nil
+	case errors.Is(ferr, ErrCommitUnknown):
+		return ferr // alone: a loss found by the release must not read as "not committed"
 	}
 	return joinErrors(rerr, ferr)
 }

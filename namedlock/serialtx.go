@@ -3,6 +3,7 @@ package namedlock
 import (
 	"context"
 	"database/sql"
+	"errors"
 )
 
 // A DoTx with the serializable handoff (WithSerializableHandoff) on MySQL or MariaDB: there every
@@ -103,7 +104,10 @@ func serialTx[T txn](l *Locker, ctx context.Context, key string, db *sql.DB, beg
 	}
 	done = true
 	if err != nil {
-		return joinErrors(rerr, commitFailed(k, err))
+		if err = commitFailed(k, err); errors.Is(err, ErrCommitUnknown) {
+			return err // alone: a loss found by the release must not read as "not committed"
+		}
+		return joinErrors(rerr, err)
 	}
 	l.committed(k) // a loss found by the release or the proof: reported, not an error
 	return nil
