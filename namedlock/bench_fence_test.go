@@ -2,6 +2,7 @@ package namedlock_test
 
 import (
 	"context"
+	"database/sql"
 	"testing"
 	"time"
 
@@ -27,9 +28,9 @@ func BenchmarkFencedUncontended(b *testing.B) {
 	fence := newInstance(b, srv.DSN, append(benchOptions(b), namedlock.WithFencing(app, table))...)
 	keyPlain, keyFenced := testdb.UniqueName(b)+"-plain", testdb.UniqueName(b)+"-fenced"
 	ctx := context.Background()
-	update := func(id int) func(context.Context, *sqlx.Tx) error {
+	update := func(id int) func(context.Context, *sql.Tx) error {
 		q := "UPDATE " + counter + " SET v = v + 1 WHERE id = ?"
-		return func(ctx context.Context, tx *sqlx.Tx) error {
+		return func(ctx context.Context, tx *sql.Tx) error {
 			_, err := tx.ExecContext(ctx, q, id)
 			return err
 		}
@@ -38,8 +39,8 @@ func BenchmarkFencedUncontended(b *testing.B) {
 	sections := []func() error{
 		func() error { return plain.locker.Do(ctx, keyPlain, nothing) },
 		func() error { return fence.locker.Do(ctx, keyFenced, nothing) },
-		func() error { return plain.locker.DoTx(ctx, keyPlain, appx, nil, upPlain) },
-		func() error { return fence.locker.DoTx(ctx, keyFenced, appx, nil, upFenced) },
+		func() error { return plain.locker.DoTx(ctx, keyPlain, appx.DB, nil, upPlain) },
+		func() error { return fence.locker.DoTx(ctx, keyFenced, appx.DB, nil, upFenced) },
 	}
 	for range 10 {
 		for _, s := range sections {

@@ -122,7 +122,7 @@ func TestStatementsPerFencedSection(t *testing.T) {
 	conn := controlConn(t, srv.DSN())
 
 	ctx := context.Background()
-	upd := func(ctx context.Context, tx *sqlx.Tx) error {
+	upd := func(ctx context.Context, tx *sql.Tx) error {
 		_, err := tx.ExecContext(ctx, "UPDATE "+counter+" SET v = v + 1 WHERE id = 1")
 		return err
 	}
@@ -132,8 +132,8 @@ func TestStatementsPerFencedSection(t *testing.T) {
 	}{
 		{"Do", func() error { return plain.locker.Do(ctx, "stmts", nothing) }},
 		{"fenced Do", func() error { return fence.locker.Do(ctx, "stmts-f", nothing) }},
-		{"DoTx", func() error { return plain.locker.DoTx(ctx, "stmts", appx, nil, upd) }},
-		{"fenced DoTx", func() error { return fence.locker.DoTx(ctx, "stmts-f", appx, nil, upd) }},
+		{"DoTx", func() error { return plain.locker.DoTx(ctx, "stmts", appx.DB, nil, upd) }},
+		{"fenced DoTx", func() error { return fence.locker.DoTx(ctx, "stmts-f", appx.DB, nil, upd) }},
 	}
 	const n = 50
 	per := make(map[string]int64)

@@ -14,7 +14,7 @@ package namedlock_test
 //   - do: Locker.Do, the same transaction inside, on fn's ctx;
 //   - dotx: Locker.DoTx, SELECT and UPDATE in fn;
 //   - fenced-dotx: the same on a Locker WithFencing on the primary pool;
-//   - serial-dotx: dotx at SERIALIZABLE (sql.LevelSerializable): the
+//   - serial-dotx: dotx on a Locker WithSerializableHandoff (at SERIALIZABLE): the
 //     transaction begun before the wait, the lock handed on when fn returns
 //     (where the server's serializable reads lock: MySQL, MariaDB);
 //   - forupdate: BEGIN; SELECT stock … FOR UPDATE; UPDATE; COMMIT, with no
@@ -148,10 +148,12 @@ type usecaseInstance struct {
 	free   chan *rawConn // raw connections shared by more callers; nil: one per caller
 	plain  *instance
 	fenced *instance
+	serial *instance // WithSerializableHandoff (serial-dotx)
 	// variant: a second fenced Locker with the change under measurement
 	// (the fenced-dotx-b contender; see benchVariantEnv).
 	variant *instance
-	// variantPlain: the same without fencing (the serial-dotx-b contender).
+	// variantPlain: the same with the serializable handoff instead of
+	// fencing (the serial-dotx-b contender).
 	variantPlain *instance
 }
 
@@ -207,6 +209,7 @@ func runUseCase(b *testing.B, uc useCase) []*contender {
 	for _, in := range insts {
 		in.plain = newInstanceWithPool(b, poolOpts, benchOptions(b)...)
 		in.fenced = newInstanceWithPool(b, poolOpts, append(benchOptions(b), namedlock.WithFencing(in.app, fence))...)
+		in.serial = newInstanceWithPool(b, poolOpts, append(benchOptions(b), namedlock.WithSerializableHandoff())...)
 		if v := os.Getenv(benchVariantEnv); v != "" {
 			n, d, _ := strings.Cut(v, ",")
 			count, err1 := strconv.Atoi(n)
@@ -216,7 +219,7 @@ func runUseCase(b *testing.B, uc useCase) []*contender {
 			}
 			opts := append(benchOptions(b), namedlock.WithFencing(in.app, fence), namedlock.WithHandoff(count, dur))
 			in.variant = newInstanceWithPool(b, poolOpts, opts...)
-			in.variantPlain = newInstanceWithPool(b, poolOpts, append(benchOptions(b), opts[len(opts)-1])...)
+			in.variantPlain = newInstanceWithPool(b, poolOpts, append(benchOptions(b), opts[len(opts)-1], namedlock.WithSerializableHandoff())...)
 		}
 	}
 
@@ -481,19 +484,19 @@ func (q usecaseQ) seller(name string, base int, keys []string) func(ctx context.
 			case "fenced-dotx-b":
 				l = in.variant.locker
 			}
-			return l.DoTx(ctx, keys[j], in.appx, nil, func(ctx context.Context, tx *sqlx.Tx) error {
-				return q.sellIn(ctx, tx.Tx, q.read, base+j)
+			return l.DoTx(ctx, keys[j], in.appx.DB, nil, func(ctx context.Context, tx *sql.Tx) error {
+				return q.sellIn(ctx, tx, q.read, base+j)
 			})
 		}
 	case "serial-dotx", "serial-dotx-b":
 		serializable := &sql.TxOptions{Isolation: sql.LevelSerializable}
 		return func(ctx context.Context, in *usecaseInstance, _, j int) error {
-			l := in.plain.locker
+			l := in.serial.locker
 			if name == "serial-dotx-b" {
 				l = in.variantPlain.locker
 			}
-			return l.DoTx(ctx, keys[j], in.appx, serializable, func(ctx context.Context, tx *sqlx.Tx) error {
-				return q.sellIn(ctx, tx.Tx, q.read, base+j)
+			return l.DoTx(ctx, keys[j], in.appx.DB, serializable, func(ctx context.Context, tx *sql.Tx) error {
+				return q.sellIn(ctx, tx, q.read, base+j)
 			})
 		}
 	case "forupdate":

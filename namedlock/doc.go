@@ -49,15 +49,25 @@
 // what it wrote. Two kinds hand it on earlier, to a waiter of their own
 // kind, because the server itself then orders the two transactions: a
 // fenced DoTx once its mint holds the key's fence row (see Fencing), and a
-// DoTx at SERIALIZABLE on MySQL or MariaDB, begun while it was first in
-// line, once fn has returned (see [Locker.DoTx]). On one hot key this is what lets the
-// next transaction start while the last one's COMMIT is on its way, as
-// transactions queued on a row lock do. A lock handed on that way at
-// SERIALIZABLE goes to no other kind of holder (nor back to the server,
+// DoTx of a Locker [WithSerializableHandoff] on MySQL or MariaDB, begun at
+// SERIALIZABLE while it was first in line, once fn has returned (see
+// [Locker.DoTx]). Both are explicit choices of the Locker, never a side
+// effect of an isolation level, and exclude each other. On one hot key this
+// is what lets the next transaction start while the last one's COMMIT is on
+// its way, as transactions queued on a row lock do. A lock handed on with
+// the serializable handoff goes to no other kind of holder (nor back to the server,
 // also by Close) before every COMMIT it was handed ahead of has returned,
 // unless it is lost meanwhile: another instance may then take it at the
 // server first, as after any loss during an unfenced COMMIT. A COMMIT that
 // returned an error on the client's side counts as returned.
+//
+// In every mode DoTx returns nil exactly when its transaction committed:
+// a loss found during or after a COMMIT that succeeded is counted in
+// [Stats].LostCommits and told to the observer, not returned, and a COMMIT
+// that got no answer returns [ErrCommitUnknown] (it may have committed).
+// Any other error means nothing was committed, so a caller may retry.
+// DoTx takes a *sql.DB and gives fn a *sql.Tx; the subpackage sqlxlock
+// gives fn a *sqlx.Tx, so that this package does not import sqlx.
 //
 // A wait that ends because ctx ended returns an error matching both
 // [ErrNotAcquired] and ctx.Err(). The driver only closes its socket on
@@ -163,18 +173,17 @@
 // one waits at its mint, inside the server, for the COMMIT); any other next
 // holder gets the lock only after the COMMIT. On TiDB, whose transactions
 // read from a snapshot taken at their first statement, before the mint
-// waited, a fenced DoTx runs at READ COMMITTED when asked for the default
-// level, so that each statement reads the latest commit; it refuses any
-// level but the default and READ COMMITTED (REPEATABLE READ, READ
-// UNCOMMITTED, SERIALIZABLE) before anything runs, with [ErrFencing] and
-// [ErrInvalidArgument], since a single snapshot can miss a write committed
-// while the mint waited; and it refuses a session in optimistic
+// waited, a fenced DoTx must ask for READ COMMITTED, where each statement
+// reads the latest commit; it refuses any other level, the default
+// (REPEATABLE READ there) included, before anything runs, with
+// [ErrFencing] and [ErrInvalidArgument], since a single snapshot can miss a
+// write committed while the mint waited; and it refuses a session in optimistic
 // transaction mode ([ErrFencing]), where the mint would wait for nobody.
 // The one cost: a stale transaction that stays open holds the
 // next holder back, until the server's innodb_lock_wait_timeout (50 s by
-// default) fails the waiting mint with [ErrFenceWait]. DoTx then tells the
-// truth about its transaction: nil exactly when it committed, an error
-// exactly when it rolled back.
+// default) fails the waiting mint with [ErrFenceWait]. Fencing costs every
+// Do and Acquire of the Locker one durable write on the application's
+// database, its mint ([WithFencing]).
 //
 // For work that is not one transaction on that database (a call to another
 // service, a file in object storage, a row written later), use the token of
@@ -209,8 +218,9 @@
 // interfaces that the ordering tests fake; stmt.go runs its statements on
 // the driver connection; killer.go ends the sessions of cancelled waits.
 // fence.go mints fencing tokens; do.go and dotx.go wrap critical sections
-// (dosqltx.go is DoTx's database/sql form, on the same code; serialtx.go is
-// DoTx at SERIALIZABLE, handing its lock on before its COMMIT); event.go and
+// (serialtx.go is DoTx with the serializable handoff, handing its lock on
+// before its COMMIT; the subpackage sqlxlock reaches DoTx through
+// internal/txhook); event.go and
 // stats.go are what an observer and Stats see (the metrics adapters live in
 // the subpackages promlock and otellock, so that this one imports neither).
 package namedlock

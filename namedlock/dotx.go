@@ -3,32 +3,62 @@ package namedlock
 import (
 	"context"
 	"database/sql"
+	"database/sql/driver"
 	"errors"
+	"strings"
 	"time"
 
-	"github.com/jmoiron/sqlx"
+	"github.com/go-sql-driver/mysql"
 
 	"github.com/namedlock/mysql/internal/flavor"
+	"github.com/namedlock/mysql/internal/txhook"
 )
 
-// DoTx runs fn in a transaction on the application's primary pool db, under
+// DoTx runs fn in a transaction on db, the application's database, under
 // the lock named by key, and commits it. It is rolled back when fn returns
 // an error or panics. db must not be the lock pool: a db on the Locker's
 // lock pool (the same *sql.DB, or one opened on its connector), a nil db or
 // a nil fn return an error matching [ErrInvalidArgument] before anything is
-// locked.
+// locked. sqlx users call [github.com/namedlock/mysql/namedlock/sqlxlock.DoTx],
+// the same call with a *sqlx.Tx.
 //
-// Without fencing: acquire, begin, fn, commit, release. The transaction is
-// committed before the lock is released, so the next holder sees its
-// writes. It is also rolled back when the lock is found lost before the
-// commit (DoTx then returns an error matching [ErrLockLost]), but a lock is
-// not a fencing token: a loss between the last check and the COMMIT
-// reaching the server cannot be detected, and a committed transaction can
-// then be reported as failed.
+// # What the result means
 //
-// With fencing ([WithFencing]; db must be the database given there), the
-// transaction's first statement after the lock is taken mints the holder's
-// token ([TokenFromContext]), which locks the key's fence row until the
+// In every mode below, DoTx returns nil exactly when the transaction
+// committed, and an error exactly when it did not — with one exception
+// that has its own sentinel: when the COMMIT was sent and no answer came
+// back (the application's connection broke during the COMMIT), nobody can
+// tell whether it was applied, and DoTx returns an error matching
+// [ErrCommitUnknown]: the transaction may have committed. Any other error
+// means that nothing of the transaction was committed, so a caller may
+// run it again. A COMMIT the server refused (a deadlock, a write
+// conflict), or one that was never sent (ctx ended first, a connection
+// the driver found broken before writing), is such an error.
+//
+// A lock found lost before the COMMIT rolls the transaction back (an error
+// matching [ErrLockLost]). A lock found lost during or after a COMMIT that
+// succeeded does not change the result: the transaction committed, DoTx
+// returns nil, and the loss is reported where it can be acted on —
+// counted in [Stats].LostCommits, and told to the observer ([WithObserver])
+// as a [Lost] event, or a [Released] event whose Err matches ErrLockLost,
+// with the call's ctx as the event's Context.
+//
+// # Plain (the default)
+//
+// Acquire, begin, fn, COMMIT, release: the transaction is committed before
+// the lock is released, so the next holder sees its writes. A lock is not a
+// fencing token: a loss between the last check and the COMMIT reaching the
+// server cannot be detected, so such a transaction may have overlapped
+// another holder of the key (Stats.LostCommits counts the commits where a
+// loss was found at or after the COMMIT). Use [WithFencing] when that
+// matters. The isolation level is opts' (SERIALIZABLE included: it changes
+// nothing in how the lock is handed on).
+//
+// # Fenced ([WithFencing])
+//
+// db must be the database given to WithFencing. The transaction's first
+// statement after the lock is taken mints the holder's token
+// ([TokenFromContext]), which locks the key's fence row until the
 // transaction ends: two fenced DoTx on one key never interleave, even when
 // the named lock was lost and granted elsewhere, even when fn ignores its
 // cancelled ctx and commits late. Because the fence row orders them, a
@@ -39,152 +69,220 @@ import (
 // one at a time per process instead of every caller. Every other holder of
 // the key — a Do, an Acquire, another fenced instance — mints its token
 // first, so it too waits at the fence row until that COMMIT (a non-fenced
-// instance on the same key is not ordered this way). DoTx then returns nil exactly
-// when the transaction committed and an error exactly when it rolled back;
-// a loss of the named lock after the mint does not fail work the fence kept
-// safe, and is reported through [Locker.Stats] and the observer instead.
+// instance on the same key is not ordered this way). A loss of the named
+// lock after the mint does not fail work the fence kept safe: the
+// transaction commits, and the loss is reported as above.
 //
-// At SERIALIZABLE (opts.Isolation is [sql.LevelSerializable]), without
-// fencing, on MySQL and MariaDB: there every read of a transaction locks
-// what it reads, so a later transaction's reads of what an earlier one
-// wrote, and its writes of what the earlier one read, wait inside the
-// server until the earlier one commits. DoTx then hands the lock to the
-// next DoTx at SERIALIZABLE of this Locker on the same db as soon as fn
+// On TiDB, whose transactions at most levels read from a snapshot taken at
+// their first statement, before the mint waited for the previous holder, a
+// fenced DoTx must ask for READ COMMITTED (every statement reads the latest
+// commit): any other level, the default included (REPEATABLE READ there),
+// is refused before anything is locked, begun or minted, with an error
+// matching [ErrFencing] and [ErrInvalidArgument] that names the level and
+// the option to pass — its one snapshot can predate a write committed
+// while the mint waited (a zombie holder's [CheckFenced] write), which fn
+// would not see. A session whose tidb_txn_mode is not pessimistic is
+// refused with ErrFencing before the mint. A write conflict (TiDB error
+// 9007) at the mint, at the COMMIT, or returned by fn matches
+// [ErrWriteConflict]: the transaction was rolled back, and can be run
+// again.
+//
+// # Serializable handoff ([WithSerializableHandoff])
+//
+// The transaction runs at SERIALIZABLE (opts.Isolation must be the default
+// or [sql.LevelSerializable]; any other level returns an error matching
+// [ErrInvalidArgument]). On MySQL and MariaDB every read of such a
+// transaction locks what it reads, so a later transaction's reads of what
+// an earlier one wrote, and its writes of what the earlier one read, wait
+// inside the server until the earlier one commits. DoTx then hands the
+// lock to the next such DoTx of this Locker on the same db as soon as fn
 // returns, before its own COMMIT; that one, which began its transaction
 // while it was first in line, reads a row this one wrote only once this
 // COMMIT is done, waiting inside the server as a SELECT … FOR UPDATE waits
-// for a row lock. Anyone else — a Do, an Acquire, a DoTx at another level
-// or on another db, a caller that takes the lock over between two holders,
-// another instance at the server — gets the lock only once every COMMIT of
-// the DoTx that handed it on this way before it has returned: a DoTx that
-// got the lock early hands it to anyone but the next such DoTx, and
-// returns (also when its ctx ended, Close took its lock, or its begin or fn
-// failed), only once the COMMITs before it have returned; so does Close
-// before it releases the lock. Each of those is bounded only by its own
-// connection (the driver's readTimeout, if set on db); a COMMIT that
-// returns an error on the client's side (a broken connection, that
-// timeout) counts as returned, although the server may still apply it.
-// One exception: when the lock is lost while such COMMITs are pending,
-// another instance may take it at the server before they land, as with
-// any DoTx without fencing that loses its lock during its COMMIT. Of the
-// callers waiting for a key, only the first in line holds a connection of
-// db. fn must read through tx: a read through db itself may not see the
-// previous holder's commit yet. The
-// server orders these transactions even when the named lock is lost (two
-// that conflict then may end in a deadlock error instead); the errors are
-// those of DoTx without fencing. On other servers, and with fencing, the
-// isolation level changes nothing here.
-//
-// Fenced, on TiDB, whose transactions read from a snapshot taken at their
-// first statement, before the mint waited for the previous holder: a DoTx
-// that asks for the default level runs at READ COMMITTED, and one that asks
-// for READ COMMITTED runs at it (every statement reads the latest commit).
-// Any other level (REPEATABLE READ, READ UNCOMMITTED, SERIALIZABLE) is
-// refused before anything is locked, begun or minted, with an error
-// matching [ErrFencing] and [ErrInvalidArgument] that names the level: its
-// one snapshot can predate a write committed while the mint waited (a
-// zombie holder's [CheckFenced] write), which fn would not see, and TiDB
-// has no way to move a snapshot forward. A session whose tidb_txn_mode is
-// not pessimistic is refused with [ErrFencing] before the mint. A write
-// conflict (TiDB error 9007) at the mint, at the COMMIT, or returned by fn
-// matches [ErrWriteConflict]: the transaction was rolled back, and can be
-// run again.
-func (l *Locker) DoTx(ctx context.Context, key string, db *sqlx.DB, opts *sql.TxOptions, fn func(ctx context.Context, tx *sqlx.Tx) error) error {
-	if db == nil || db.DB == nil {
-		return fail("", "", "invalid argument: DoTx: nil *sqlx.DB", ErrInvalidArgument)
+// for a row lock. Anyone else — a Do, an Acquire, a DoTx on another db, a
+// caller that takes the lock over between two holders, another instance at
+// the server — gets the lock only once every COMMIT of the DoTx that handed
+// it on this way before it has returned: a DoTx that got the lock early
+// hands it to anyone but the next such DoTx, and returns (also when its ctx
+// ended, Close took its lock, or its begin or fn failed), only once the
+// COMMITs before it have returned; so does Close before it releases the
+// lock. Each of those is bounded only by its own connection (the driver's
+// readTimeout, if set on db). One exception: when the lock is lost while
+// such COMMITs are pending, another instance may take it at the server
+// before they land, as with any plain DoTx that loses its lock during its
+// COMMIT. Of the callers waiting for a key, only the first in line holds a
+// connection of db. fn must read through tx: a read through db itself may
+// not see the previous holder's commit yet. The server orders these
+// transactions even when the named lock is lost; two that conflict may
+// then end in a deadlock error (rolled back: run it again). A db whose
+// server does not lock serializable reads (TiDB) is refused with an error
+// matching [ErrInvalidArgument] before anything is locked.
+func (l *Locker) DoTx(ctx context.Context, key string, db *sql.DB, opts *sql.TxOptions, fn func(ctx context.Context, tx *sql.Tx) error) error {
+	if db == nil {
+		return fail("", "", "invalid argument: DoTx: nil *sql.DB", ErrInvalidArgument)
 	}
-	if err := l.txArgs("DoTx", db.DB, fn == nil); err != nil {
-		return err
-	}
-	return doTx(l, ctx, "DoTx", key, db.DB, opts, func(ctx context.Context) (*sqlx.Tx, error) { return db.BeginTxx(ctx, l.txOptions(opts)) }, fn)
+	return l.doTx(ctx, key, db, opts, db.BeginTx, fn)
 }
 
-// txOptions returns the options DoTx begins with: opts, or, for a fenced
-// DoTx on TiDB asking for the default isolation, READ COMMITTED (see
-// fenceTable.txOptions).
-func (l *Locker) txOptions(opts *sql.TxOptions) *sql.TxOptions {
-	if f := l.cfg.fence; f != nil {
-		return f.txOptions(opts)
+func init() {
+	// namedlock/sqlxlock runs DoTx on a transaction it begins itself.
+	txhook.DoTx = func(ctx context.Context, l any, key string, db *sql.DB, opts *sql.TxOptions, begin txhook.Begin, fn func(ctx context.Context, tx *sql.Tx) error) error {
+		lk, ok := l.(*Locker)
+		if !ok || lk == nil {
+			return fail("", "", "invalid argument: DoTx: nil *namedlock.Locker", ErrInvalidArgument)
+		}
+		if db == nil {
+			return fail("", "", "invalid argument: DoTx: nil database", ErrInvalidArgument)
+		}
+		return lk.doTx(ctx, key, db, opts, begin, fn)
 	}
-	return opts
 }
 
-// txArgs checks what DoTx and DoSQLTx (named by call) are given before
-// anything changes: a fn, and a business db that is not the lock pool.
-func (l *Locker) txArgs(call string, db *sql.DB, nilFunc bool) error {
+// doTx is DoTx on db, whose transaction begin begins with the options doTx
+// chose.
+func (l *Locker) doTx(ctx context.Context, key string, db *sql.DB, opts *sql.TxOptions, begin txhook.Begin, fn func(ctx context.Context, tx *sql.Tx) error) error {
 	switch {
-	case nilFunc:
-		return nilFn(call)
+	case fn == nil:
+		return nilFn("DoTx")
 	case l.pool != nil && sameDB(db, l.pool):
-		return fail("", "", "invalid argument: "+call+": db is the Locker's lock pool; pass the application's own pool, where its transaction belongs", ErrInvalidArgument)
+		return fail("", "", "invalid argument: DoTx: db is the Locker's lock pool; pass the application's own pool, where its transaction belongs", ErrInvalidArgument)
+	case ctx == nil:
+		panic("namedlock: nil Context")
+	case key == "":
+		return errEmptyKey
 	}
-	return nil
-}
-
-// doTx is DoTx and DoSQLTx on db, whose transactions begin begins with
-// the options the caller gave (opts, which begin has already).
-func doTx[T txn](l *Locker, ctx context.Context, call, key string, db *sql.DB, opts *sql.TxOptions, begin func(context.Context) (T, error), fn func(ctx context.Context, tx T) error) error {
-	f := l.cfg.fence
-	if f != nil && db != f.db {
-		return fail(key, "", call+": db is not the *sql.DB given to WithFencing, which holds the fence table "+f.quoted+": its transaction could not be fenced", ErrFencing)
-	}
-	if f != nil {
-		return fencedDoTx(l, ctx, call, key, opts, begin, fn)
-	}
-	if isSerializable(opts) {
-		if ctx == nil {
-			panic("namedlock: nil Context")
+	if f := l.cfg.fence; f != nil {
+		if db != f.db {
+			return fail(key, "", "DoTx: db is not the *sql.DB given to WithFencing, which holds the fence table "+f.quoted+": its transaction could not be fenced", ErrFencing)
 		}
-		if key == "" {
-			return errEmptyKey
-		}
-		ok, err := l.serial.locksReads(ctx, db)
+		return fencedDoTx(l, ctx, key, opts, func(ctx context.Context) (*sql.Tx, error) { return begin(ctx, opts) }, fn)
+	}
+	if l.cfg.serialHandoff {
+		o, err := l.serialOptions(ctx, key, db, opts)
 		if err != nil {
-			if ctx.Err() != nil {
-				return notAcquired(ctx, key, nil)
-			}
-			return fail(key, "", call+": learn the kind of server of db: "+err.Error(), err)
+			return err
 		}
-		if ok {
-			return serialTx(l, ctx, call, key, db, begin, fn)
-		}
+		return serialTx(l, ctx, key, db, func(ctx context.Context) (*sql.Tx, error) { return begin(ctx, o) }, fn)
 	}
 	k, err := l.acquire(ctx, key, false, false, early{kind: earlyNone}, nil)
 	if err != nil {
 		return err
 	}
-	return l.run(ctx, []*Lock{k}, func(fctx context.Context) error {
-		return unfencedTx(fctx, call, k, begin, fn)
+	committed := false
+	ferr, rerr := l.runSection(ctx, []*Lock{k}, func(fctx context.Context) (err error) {
+		committed, err = plainTx(fctx, k, func(ctx context.Context) (*sql.Tx, error) { return begin(ctx, opts) }, fn)
+		return err
 	})
+	switch {
+	case committed:
+		l.committed(k)
+		return nil
+	case errors.Is(ferr, ErrCommitUnknown):
+		return ferr // alone: a loss found by the release must not read as "not committed"
+	}
+	return joinErrors(rerr, ferr)
 }
 
-// unfencedTx runs fn in a transaction that is committed only if the lock
-// is not known lost.
-func unfencedTx[T txn](ctx context.Context, call string, k *Lock, begin func(context.Context) (T, error), fn func(ctx context.Context, tx T) error) error {
+// serialOptions returns the options of a DoTx with WithSerializableHandoff
+// asked for opts on db: SERIALIZABLE, or an error when opts asks for
+// another level or db's server does not lock serializable reads.
+func (l *Locker) serialOptions(ctx context.Context, key string, db *sql.DB, opts *sql.TxOptions) (*sql.TxOptions, error) {
+	o := sql.TxOptions{Isolation: sql.LevelSerializable}
+	if opts != nil {
+		if opts.Isolation != sql.LevelDefault && opts.Isolation != sql.LevelSerializable {
+			return nil, fail(key, "", "invalid argument: DoTx at "+strings.ToUpper(opts.Isolation.String())+" on a Locker with WithSerializableHandoff, whose transactions run at SERIALIZABLE: ask for the default level or SERIALIZABLE, or use a Locker without that option", ErrInvalidArgument)
+		}
+		o.ReadOnly = opts.ReadOnly
+	}
+	ok, err := l.serial.locksReads(ctx, db)
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil, notAcquired(ctx, key, nil)
+		}
+		return nil, fail(key, "", "DoTx: learn the kind of server of db: "+err.Error(), err)
+	}
+	if !ok {
+		return nil, fail(key, "", "invalid argument: DoTx with WithSerializableHandoff on a server whose serializable transactions do not lock what they read (TiDB, the embedded server): the server would not order them, so the lock cannot go before the COMMIT; use a Locker without that option", ErrInvalidArgument)
+	}
+	return &o, nil
+}
+
+// plainTx runs fn in a transaction that is committed only if the lock is
+// not known lost, and reports whether it committed.
+func plainTx(ctx context.Context, k *Lock, begin func(context.Context) (*sql.Tx, error), fn func(ctx context.Context, tx *sql.Tx) error) (committed bool, err error) {
 	tx, err := begin(ctx)
 	if err != nil {
-		return fail(k.key, "", call+": begin: "+err.Error(), err)
+		return false, fail(k.key, "", "DoTx: begin: "+err.Error(), err)
 	}
-	committed := false
 	defer func() {
 		if !committed {
 			_ = tx.Rollback()
 		}
 	}()
 	if err := fn(ctx, tx); err != nil {
-		return err
+		return false, err
 	}
 	if err := k.Err(); err != nil {
-		return err
+		return false, err
 	}
 	if err := tx.Commit(); err != nil {
-		if lost := k.Err(); lost != nil {
-			return alsoMatching(lost, err)
-		}
-		return fail(k.key, "", call+": commit: "+err.Error(), err)
+		return false, commitFailed(k, err)
 	}
-	committed = true
-	return nil
+	return true, nil
+}
+
+// committed counts, once DoTx's transaction committed and its lock was let
+// go of, a loss of k found at or after the COMMIT (Stats.LostCommits); the
+// observer was told of it by the loss or the release.
+func (l *Locker) committed(k *Lock) {
+	if isLost(k.Err()) {
+		l.stats.lostCommits.Add(1)
+	}
+}
+
+// commitFailed returns DoTx's error for a COMMIT of k's transaction that
+// returned err: one matching ErrCommitUnknown unless err shows that the
+// COMMIT was not applied (commitRefused).
+func commitFailed(k *Lock, err error) error {
+	if !commitRefused(err) {
+		return fail(k.key, "", "DoTx: commit: the transaction may have committed; its outcome is unknown: "+err.Error(), ErrCommitUnknown, err)
+	}
+	if flavor.IsWriteConflict(err) {
+		return fail(k.key, "", "DoTx: commit: "+err.Error(), ErrWriteConflict, err)
+	}
+	if lost := k.Err(); isLost(lost) {
+		return alsoMatching(lost, err)
+	}
+	return fail(k.key, "", "DoTx: commit: "+err.Error(), err)
+}
+
+// commitRefused reports whether err, returned by a transaction's Commit,
+// shows that the COMMIT was not applied: the server answered with an error
+// (other than one that ends the session or the statement from outside,
+// after which it may have committed), database/sql did not send it (the
+// transaction had ended: its ctx was done), or the driver found the
+// connection broken before writing it (driver.ErrBadConn, which a driver
+// must not return when the server may have run the statement). Any other
+// error — the connection broke after the COMMIT was written — leaves the
+// outcome unknown.
+func commitRefused(err error) bool {
+	var me *mysql.MySQLError
+	switch {
+	case errors.Is(err, driver.ErrBadConn), errors.Is(err, sql.ErrTxDone),
+		errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
+		return true
+	case errors.As(err, &me):
+		switch me.Number {
+		case 1053, // ER_SERVER_SHUTDOWN
+			1317, // ER_QUERY_INTERRUPTED (KILL QUERY)
+			1927, // ER_CONNECTION_KILLED (MariaDB)
+			3169, // ER_SESSION_WAS_KILLED (MySQL)
+			4031: // ER_CLIENT_INTERACTION_TIMEOUT (MySQL)
+			return false
+		}
+		return true
+	}
+	return false
 }
 
 // fencedDoTx is DoTx with fencing: acquire, begin, mint inside the
@@ -199,26 +297,22 @@ func unfencedTx[T txn](ctx context.Context, call string, k *Lock, begin func(con
 // the mint (fn's ctx is done) and nothing is written.
 //
 // The transaction is begun after the lock is taken, not while the caller
-// waits (as a DoTx at SERIALIZABLE does when first in line): a handoff
-// comes right after the previous holder's mint, so this BEGIN is sent while
-// that holder still runs fn, off the path that holders of the key take one
-// after another (beginning while first in line measured no faster), and a
-// waiting caller holds no connection of the application's pool.
-func fencedDoTx[T txn](l *Locker, ctx context.Context, call, key string, opts *sql.TxOptions, begin func(context.Context) (T, error), fn func(ctx context.Context, tx T) error) (err error) {
-	if ctx == nil {
-		panic("namedlock: nil Context")
-	}
-	if key == "" {
-		return errEmptyKey
-	}
+// waits (as a DoTx with the serializable handoff does when first in line):
+// a handoff comes right after the previous holder's mint, so this BEGIN is
+// sent while that holder still runs fn, off the path that holders of the
+// key take one after another, and a waiting caller holds no connection of
+// the application's pool.
+func fencedDoTx(l *Locker, ctx context.Context, key string, opts *sql.TxOptions, begin func(context.Context) (*sql.Tx, error), fn func(ctx context.Context, tx *sql.Tx) error) (err error) {
 	f := l.cfg.fence
 	if err := f.verify(ctx); err != nil {
 		return err
 	}
+	level := sql.LevelDefault
 	if opts != nil {
-		if err := f.refuseLevel(call, key, opts.Isolation); err != nil {
-			return err
-		}
+		level = opts.Isolation
+	}
+	if err := f.refuseLevel(key, level); err != nil {
+		return err
 	}
 	k, err := l.acquire(ctx, key, false, false, early{kind: earlyFencedTx}, nil)
 	if err != nil {
@@ -227,7 +321,7 @@ func fencedDoTx[T txn](l *Locker, ctx context.Context, call, key string, opts *s
 	tx, err := begin(ctx)
 	if err != nil {
 		_ = l.releaseAll([]*Lock{k})
-		return fail(key, "", call+": begin: "+err.Error(), err)
+		return fail(key, "", "DoTx: begin: "+err.Error(), err)
 	}
 	locks := []*Lock{k}
 	fctx, cancel := l.sectionContext(ctx, locks)
@@ -294,10 +388,10 @@ func fencedDoTx[T txn](l *Locker, ctx context.Context, call, key string, opts *s
 	} else {
 		err, _ = commitBeside(tx, finish, nil) // a loss found by the proof: Stats and the observer
 	}
-	if err != nil && flavor.IsWriteConflict(err) {
-		err = fail(key, "", call+": commit: "+err.Error(), ErrWriteConflict, err)
-	} else if err != nil {
-		err = fail(key, "", call+": commit: "+err.Error(), err)
+	if err != nil {
+		err = commitFailed(k, err)
+	} else {
+		l.committed(k)
 	}
 	l.fencedTxEnded(ctx, key, fenceWait, err)
 	return err

@@ -36,7 +36,9 @@ var (
 	// ErrInvalidArgument: a call was given an argument it cannot use — a
 	// nil fn, a nil database, [Locker.DoTx] given the lock pool itself as
 	// its database, a table name that is not a plain identifier, a fenced
-	// DoTx on TiDB at an isolation level it cannot fence. It is
+	// DoTx on TiDB at an isolation level it cannot fence, a DoTx with
+	// [WithSerializableHandoff] at a level other than the default and
+	// SERIALIZABLE or on a server whose serializable reads do not lock. It is
 	// returned before anything is locked, counted or sent to the server.
 	ErrInvalidArgument = errors.New("namedlock: invalid argument")
 	// ErrClosed: the Locker was closed. Locks held at Close were released by it.
@@ -47,7 +49,9 @@ var (
 	// (MySQL error 3058, MariaDB 1213). Such an error also matches
 	// ErrNotAcquired. Take several keys with [Locker.DoMulti].
 	ErrDeadlock = errors.New("namedlock: deadlock")
-	// ErrInvalidOption: an option passed to [New] is out of range.
+	// ErrInvalidOption: an option passed to [New] is out of range,
+	// or two options exclude each other ([WithFencing] and
+	// [WithSerializableHandoff]).
 	ErrInvalidOption = errors.New("namedlock: invalid option")
 	// ErrFencing: fencing is configured ([WithFencing]) but cannot be
 	// used as asked: the fence table does not exist, [Locker.DoTx] was
@@ -62,6 +66,14 @@ var (
 	// holds it. The transaction was rolled back. Such an error also matches
 	// ErrNotAcquired.
 	ErrFenceWait = errors.New("namedlock: fence row held by an earlier holder's open transaction")
+	// ErrCommitUnknown: the COMMIT of a [Locker.DoTx] transaction was sent
+	// and no answer came back (the application's connection broke, or the
+	// server ended its session, during the COMMIT), so the transaction may
+	// have committed or not: nothing the library can read tells which. Do
+	// not run it again blindly: check whether its writes are there (a row
+	// it inserted, an idempotency key) first. The error also matches the
+	// driver's.
+	ErrCommitUnknown = errors.New("namedlock: the transaction may have committed: its COMMIT's outcome is unknown")
 	// ErrNeedsInterpolation: on TiDB, the lock pool's driver sends
 	// statements with arguments as server-side prepared statements (a
 	// plain *sql.DB whose DSN lacks interpolateParams=true), under which

@@ -210,7 +210,7 @@ func TestErrorMessages(t *testing.T) {
 		{
 			name: "DoTx: lost by KILL before the commit",
 			run: func(t *testing.T, key string) error {
-				return in.locker.DoTx(ctx, key, appx, nil, func(fctx context.Context, _ *sqlx.Tx) error {
+				return in.locker.DoTx(ctx, key, appx.DB, nil, func(fctx context.Context, _ *sql.Tx) error {
 					kill(t, key)
 					<-fctx.Done()
 					return nil
@@ -371,14 +371,14 @@ func TestErrorMessages(t *testing.T) {
 		{
 			name: "DoTx: nil fn",
 			run: func(t *testing.T, key string) error {
-				return in.locker.DoTx(ctx, key, appx, nil, nil)
+				return in.locker.DoTx(ctx, key, appx.DB, nil, nil)
 			},
 			is: []error{namedlock.ErrInvalidArgument},
 		},
 		{
 			name: "DoTx: the lock pool as its db",
 			run: func(t *testing.T, key string) error {
-				return in.locker.DoTx(ctx, key, sqlx.NewDb(in.db, "mysql"), nil, func(context.Context, *sqlx.Tx) error { return nil })
+				return in.locker.DoTx(ctx, key, in.db, nil, func(context.Context, *sql.Tx) error { return nil })
 			},
 			is:   []error{namedlock.ErrInvalidArgument},
 			says: []string{"lock pool"},
@@ -388,7 +388,7 @@ func TestErrorMessages(t *testing.T) {
 			run: func(t *testing.T, key string) error {
 				db := sql.OpenDB(lockconn.Of(in.db))
 				defer db.Close()
-				return in.locker.DoTx(ctx, key, sqlx.NewDb(db, "mysql"), nil, func(context.Context, *sqlx.Tx) error { return nil })
+				return in.locker.DoTx(ctx, key, db, nil, func(context.Context, *sql.Tx) error { return nil })
 			},
 			is:   []error{namedlock.ErrInvalidArgument},
 			says: []string{"lock pool"},
@@ -396,7 +396,7 @@ func TestErrorMessages(t *testing.T) {
 		{
 			name: "DoTx: nil db",
 			run: func(t *testing.T, key string) error {
-				return in.locker.DoTx(ctx, key, nil, nil, func(context.Context, *sqlx.Tx) error { return nil })
+				return in.locker.DoTx(ctx, key, nil, nil, func(context.Context, *sql.Tx) error { return nil })
 			},
 			is: []error{namedlock.ErrInvalidArgument},
 		},
@@ -493,18 +493,18 @@ func TestErrorMessages(t *testing.T) {
 			name: "fencing: DoTx on another database",
 			run: func(t *testing.T, key string) error {
 				l, _ := fenced(t, app)
-				return l.locker.DoTx(ctx, key, primary(t), nil, func(context.Context, *sqlx.Tx) error { return nil })
+				return l.locker.DoTx(ctx, key, primary(t).DB, nil, func(context.Context, *sql.Tx) error { return nil })
 			},
 			is: []error{namedlock.ErrFencing},
 		},
 		{
-			name: "fencing: DoSQLTx on another database",
+			name: "fencing: DoTx on another database",
 			run: func(t *testing.T, key string) error {
 				l, _ := fenced(t, app)
-				return l.locker.DoSQLTx(ctx, key, primary(t).DB, nil, func(context.Context, *sql.Tx) error { return nil })
+				return l.locker.DoTx(ctx, key, primary(t).DB, nil, func(context.Context, *sql.Tx) error { return nil })
 			},
 			is:   []error{namedlock.ErrFencing},
-			says: []string{"DoSQLTx: db is not"},
+			says: []string{"DoTx: db is not"},
 		},
 		{
 			name: "fencing: the fence row held by a stale transaction",
@@ -519,7 +519,7 @@ func TestErrorMessages(t *testing.T) {
 				if _, err := stale.ExecContext(ctx, "INSERT INTO "+table+" (name, token) VALUES (?, 1) ON DUPLICATE KEY UPDATE token = token + 1", keyfmt.Portable(key)); err != nil {
 					t.Fatal(err)
 				}
-				return l.locker.DoTx(ctx, key, sqlx.NewDb(short, "mysql"), nil, func(context.Context, *sqlx.Tx) error { return nil })
+				return l.locker.DoTx(ctx, key, short, nil, func(context.Context, *sql.Tx) error { return nil })
 			},
 			is:       []error{namedlock.ErrFenceWait, namedlock.ErrNotAcquired},
 			mysqlErr: 1205,

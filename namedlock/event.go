@@ -27,7 +27,8 @@ const (
 	// FencedTx: the transaction of a fenced [Locker.DoTx] ended after its
 	// first statement, the mint, ran. FenceWait is how long the mint took
 	// (it waits there while an earlier holder's transaction holds the key's
-	// fence row); Err is nil when the transaction committed, and why it
+	// fence row); Err is nil when the transaction committed, matches
+	// [ErrCommitUnknown] when its COMMIT got no answer, and says why it
 	// rolled back otherwise (matching [ErrFenceWait] when the mint gave up).
 	FencedTx
 )

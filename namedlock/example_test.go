@@ -192,9 +192,9 @@ func ExampleLocker_DoTx() {
 		log.Fatal(err)
 	}
 	defer locker.Close()
-	decrement := func(ctx context.Context, tx *sqlx.Tx) error {
+	decrement := func(ctx context.Context, tx *sql.Tx) error {
 		var qty int
-		if err := tx.GetContext(ctx, &qty, "SELECT qty FROM "+table+" WHERE id = ?", 42); err != nil {
+		if err := tx.QueryRowContext(ctx, "SELECT qty FROM "+table+" WHERE id = ?", 42).Scan(&qty); err != nil {
 			return err
 		}
 		if qty == 0 {
@@ -205,7 +205,7 @@ func ExampleLocker_DoTx() {
 	}
 	// Committed before the lock is released: the next holder sees it.
 	for range 4 {
-		err := locker.DoTx(ctx, "product/"+exampleID+"/42", primary, nil, decrement)
+		err := locker.DoTx(ctx, "product/"+exampleID+"/42", primary.DB, nil, decrement)
 		fmt.Println(err)
 	}
 	// Output:
@@ -243,15 +243,15 @@ func ExampleLocker_DoTx_serializable() {
 		log.Fatal(err)
 	}
 
-	locker, err := namedlock.New(lockDB)
+	locker, err := namedlock.New(lockDB, namedlock.WithSerializableHandoff())
 	if err != nil {
 		log.Fatal(err)
 	}
 	defer locker.Close()
 	serializable := &sql.TxOptions{Isolation: sql.LevelSerializable}
-	sell := func(ctx context.Context, tx *sqlx.Tx) error {
+	sell := func(ctx context.Context, tx *sql.Tx) error {
 		var qty int // read through tx: this read waits for the previous holder's COMMIT
-		if err := tx.GetContext(ctx, &qty, "SELECT qty FROM "+table+" WHERE id = ?", 42); err != nil {
+		if err := tx.QueryRowContext(ctx, "SELECT qty FROM "+table+" WHERE id = ?", 42).Scan(&qty); err != nil {
 			return err
 		}
 		_, err := tx.ExecContext(ctx, "UPDATE "+table+" SET qty = ? WHERE id = ?", qty-1, 42)
@@ -261,7 +261,7 @@ func ExampleLocker_DoTx_serializable() {
 	for range 8 {
 		wg.Go(func() {
 			for range 10 {
-				if err := locker.DoTx(ctx, "product/"+exampleID+"/hot", primary, serializable, sell); err != nil {
+				if err := locker.DoTx(ctx, "product/"+exampleID+"/hot", primary.DB, serializable, sell); err != nil {
 					log.Print(err)
 				}
 			}
@@ -308,11 +308,11 @@ func ExampleWithFencing() {
 	}
 	defer locker.Close()
 
-	err = locker.DoTx(ctx, keyfmt.Key(products, 42), appDB, nil, func(ctx context.Context, tx *sqlx.Tx) error {
+	err = locker.DoTx(ctx, keyfmt.Key(products, 42), appDB.DB, nil, func(ctx context.Context, tx *sql.Tx) error {
 		token, _ := namedlock.TokenFromContext(ctx, keyfmt.Key(products, 42))
 		fmt.Println("token:", token)
 		var stock int
-		if err := tx.GetContext(ctx, &stock, "SELECT stock FROM "+products+" WHERE id = 42"); err != nil {
+		if err := tx.QueryRowContext(ctx, "SELECT stock FROM "+products+" WHERE id = 42").Scan(&stock); err != nil {
 			return err
 		}
 		_, err := tx.ExecContext(ctx, "UPDATE "+products+" SET stock = ? WHERE id = 42", stock-1)

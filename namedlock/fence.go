@@ -41,7 +41,7 @@ type fenceTable struct {
 	// kind is db's flavor.Flavor, learned by verify. On TiDB a
 	// transaction's snapshot is taken at its first statement, before the
 	// mint waited for the fence row (flavor.SnapshotAtFirstStatement): see
-	// txOptions, refuseLevel and mintInTx.
+	// refuseLevel and mintInTx.
 	kind atomic.Int32
 }
 
@@ -115,32 +115,13 @@ func (f *fenceTable) snapshotAtFirst() bool {
 	return flavor.Flavor(f.kind.Load()).SnapshotAtFirstStatement()
 }
 
-// txOptions returns the options a fenced DoTx begins its transaction with:
-// opts, except on a server whose transactions read from a snapshot taken
-// at their first statement (TiDB), where a transaction that asks for the
-// default isolation gets READ COMMITTED: its mint may wait for the fence
-// row until the previous holder's transaction commits, and its reads must
-// see that commit, which READ COMMITTED's per-statement snapshots do. Other
-// levels are kept as asked (on TiDB, refuseLevel refuses all but READ
-// COMMITTED before this is asked).
-func (f *fenceTable) txOptions(opts *sql.TxOptions) *sql.TxOptions {
-	if !f.snapshotAtFirst() || (opts != nil && opts.Isolation != sql.LevelDefault) {
-		return opts
-	}
-	o := sql.TxOptions{Isolation: sql.LevelReadCommitted}
-	if opts != nil {
-		o.ReadOnly = opts.ReadOnly
-	}
-	return &o
-}
-
 // mintInTx mints a fenced DoTx's token inside tx, its transaction (fn's
 // ctx, which a loss of the lock ends). On TiDB it first reads, in tx,
 // whether the session's transactions are pessimistic, and refuses an
 // optimistic one with ErrFencing: an optimistic transaction takes no lock
 // at its mint, so it would wait for nobody and fail at its COMMIT behind
 // any other holder.
-func (f *fenceTable) mintInTx(ctx context.Context, tx txn, key, name string) (uint64, error) {
+func (f *fenceTable) mintInTx(ctx context.Context, tx *sql.Tx, key, name string) (uint64, error) {
 	if f.snapshotAtFirst() {
 		var pessimistic bool
 		if err := tx.QueryRowContext(ctx, "SELECT "+flavor.TxnModeExpr).Scan(&pessimistic); err != nil {
@@ -153,23 +134,28 @@ func (f *fenceTable) mintInTx(ctx context.Context, tx txn, key, name string) (ui
 	return f.mint(ctx, tx, key, name, 1)
 }
 
-// refuseLevel returns the error of a fenced DoTx (or DoSQLTx, named by
-// call) asked for isolation on a server where it cannot be fenced, nil
-// otherwise. On TiDB a transaction at a level that keeps one snapshot
-// (REPEATABLE READ, and READ UNCOMMITTED and SERIALIZABLE, which TiDB runs
-// as snapshots when tidb_skip_isolation_level_check is on) reads from a
+// refuseLevel returns the error of a fenced DoTx asked for isolation on a
+// server where it cannot be fenced, nil otherwise. On TiDB a transaction at
+// a level that keeps one snapshot (REPEATABLE READ, which is also TiDB's
+// default, and READ UNCOMMITTED and SERIALIZABLE, which TiDB runs as
+// snapshots when tidb_skip_isolation_level_check is on) reads from a
 // snapshot taken at its first statement. The mint may wait for the fence
 // row behind another transaction, and a write that commits meanwhile
 // without touching the fence row (a zombie holder's CheckFenced write) is
 // older than the mint's token but newer than that snapshot: fn would read
 // around it. Nothing in TiDB moves a transaction's snapshot forward, so
-// only the default level (run as READ COMMITTED, see txOptions) and READ
-// COMMITTED, whose statements each read the latest commit, are fenced.
-func (f *fenceTable) refuseLevel(call, key string, isolation sql.IsolationLevel) error {
-	if !f.snapshotAtFirst() || isolation == sql.LevelDefault || isolation == sql.LevelReadCommitted {
+// only READ COMMITTED, whose statements each read the latest commit, is
+// fenced there. The default level is refused rather than run as READ
+// COMMITTED, so that the level fn runs at is the one its caller wrote.
+func (f *fenceTable) refuseLevel(key string, isolation sql.IsolationLevel) error {
+	if !f.snapshotAtFirst() || isolation == sql.LevelReadCommitted {
 		return nil
 	}
-	return fail(key, "", "fencing misconfigured: "+call+" at "+strings.ToUpper(isolation.String())+" cannot be fenced on TiDB, whose transactions at that level read from a snapshot taken at their first statement, which can be older than a commit made while the mint waited: use the default level or READ COMMITTED, which on TiDB read the latest commit at every statement", ErrFencing, ErrInvalidArgument)
+	level := "the DEFAULT level (REPEATABLE READ on TiDB)"
+	if isolation != sql.LevelDefault {
+		level = strings.ToUpper(isolation.String())
+	}
+	return fail(key, "", "fencing misconfigured: DoTx at "+level+" cannot be fenced on TiDB, whose transactions at that level read from a snapshot taken at their first statement, which can be older than a commit made while the mint waited: pass &sql.TxOptions{Isolation: sql.LevelReadCommitted}, which on TiDB reads the latest commit at every statement", ErrFencing, ErrInvalidArgument)
 }
 
 // execer runs a statement: a *sql.DB (autocommit) or a transaction.

@@ -45,11 +45,12 @@ func levelOpts(level sql.IsolationLevel) *sql.TxOptions {
 }
 
 // refusesLevel reports whether a fenced DoTx on srv is refused at level:
-// on TiDB at every level but the default and READ COMMITTED, since a
-// transaction there that keeps one snapshot takes it before its mint
-// waited and can miss a commit made meanwhile.
+// on TiDB at every level but READ COMMITTED (the default included, which
+// is REPEATABLE READ there), since a transaction there that keeps one
+// snapshot takes it before its mint waited and can miss a commit made
+// meanwhile.
 func refusesLevel(srv *testdb.Server, level sql.IsolationLevel) bool {
-	return srv.Flavor == flavor.TiDB && level != sql.LevelDefault && level != sql.LevelReadCommitted
+	return srv.Flavor == flavor.TiDB && level != sql.LevelReadCommitted
 }
 
 // checkRefused runs a fenced DoTx of in on key at level, on app (which
@@ -62,7 +63,7 @@ func checkRefused(t *testing.T, srv *testdb.Server, in *instance, app *sqlx.DB, 
 	t.Helper()
 	ctx := testCtx(t, 30*time.Second)
 	before := in.locker.Stats()
-	err := in.locker.DoTx(ctx, key, app, levelOpts(level), func(context.Context, *sqlx.Tx) error {
+	err := in.locker.DoTx(ctx, key, app.DB, levelOpts(level), func(context.Context, *sql.Tx) error {
 		t.Errorf("%s, %v: fn ran", srv.Name, level)
 		return nil
 	})
@@ -70,7 +71,7 @@ func checkRefused(t *testing.T, srv *testdb.Server, in *instance, app *sqlx.DB, 
 	if !errors.Is(err, namedlock.ErrFencing) || !errors.Is(err, namedlock.ErrInvalidArgument) {
 		t.Errorf("DoTx at %v = %v, want ErrFencing and ErrInvalidArgument", level, err)
 	} else if msg := err.Error(); !strings.Contains(msg, strings.ToUpper(level.String())) || !strings.Contains(msg, "READ COMMITTED") {
-		t.Errorf("DoTx at %v = %q: want it to name the level and say to use the default level or READ COMMITTED", level, msg)
+		t.Errorf("DoTx at %v = %q: want it to name the level and say to use READ COMMITTED", level, msg)
 	}
 	st := in.locker.Stats()
 	if st.Acquired != before.Acquired || st.NotAcquired != before.NotAcquired || st.ServerAcquisitions != before.ServerAcquisitions || st.Held != 0 || st.FencedCommits != before.FencedCommits {
@@ -93,8 +94,8 @@ func checkRefused(t *testing.T, srv *testdb.Server, in *instance, app *sqlx.DB, 
 // equals the number of DoTx that returned nil, and every one did. On TiDB,
 // whose transactions read from a snapshot taken at their first statement
 // (before the mint waited), this lost 36 of 80 updates at REPEATABLE READ
-// when that level ran as asked; there the default level and READ
-// COMMITTED run the 80, and every other level is refused before anything
+// when that level ran as asked; there READ COMMITTED runs the 80, and
+// every other level, the default included, is refused before anything
 // runs (checkRefused).
 func TestFencedDoTxIsolation(t *testing.T) {
 	srv := testdb.RequireReal(t)
@@ -119,7 +120,7 @@ func TestFencedDoTxIsolation(t *testing.T) {
 			for range 8 {
 				wg.Go(func() {
 					for range 10 {
-						err := in.locker.DoTx(ctx, key, appx, levelOpts(level), func(ctx context.Context, tx *sqlx.Tx) error {
+						err := in.locker.DoTx(ctx, key, appx.DB, levelOpts(level), func(ctx context.Context, tx *sql.Tx) error {
 							_, err := readIncrement(ctx, tx, counter)
 							return err
 						})
@@ -157,8 +158,8 @@ func TestFencedDoTxIsolation(t *testing.T) {
 // for A's fence row. A, a zombie that ignores its cancelled ctx, writes
 // what it read plus one and commits. B must read A's commit (1), at every
 // isolation level a caller can ask for, and write 2. On TiDB at REPEATABLE
-// READ, when that level ran as asked, B read 0; there every level but the
-// default and READ COMMITTED is now refused before anything runs
+// READ, when that level ran as asked, B read 0; there every level but
+// READ COMMITTED (the default included) is refused before anything runs
 // (checkRefused).
 func TestFencedDoTxZombieIsolation(t *testing.T) {
 	srv := testdb.RequireReal(t)
@@ -182,7 +183,7 @@ func TestFencedDoTxZombieIsolation(t *testing.T) {
 			write := make(chan struct{})
 			aDone := make(chan error, 1)
 			go func() {
-				aDone <- a.locker.DoTx(ctx, key, appx, levelOpts(level), func(fctx context.Context, tx *sqlx.Tx) error {
+				aDone <- a.locker.DoTx(ctx, key, appx.DB, levelOpts(level), func(fctx context.Context, tx *sql.Tx) error {
 					var v int64
 					// A zombie: its statements ignore fn's ctx, which the loss ends.
 					if err := tx.QueryRowContext(context.Background(), "SELECT v FROM "+counter+" WHERE id = 1").Scan(&v); err != nil {
@@ -205,7 +206,7 @@ func TestFencedDoTxZombieIsolation(t *testing.T) {
 			bRead := make(chan int64, 1)
 			bDone := make(chan error, 1)
 			go func() {
-				bDone <- b.locker.DoTx(ctx, key, appx, levelOpts(level), func(ctx context.Context, tx *sqlx.Tx) error {
+				bDone <- b.locker.DoTx(ctx, key, appx.DB, levelOpts(level), func(ctx context.Context, tx *sql.Tx) error {
 					v, err := readIncrement(ctx, tx, counter)
 					bRead <- v
 					return err
@@ -256,7 +257,7 @@ func TestFencedDoTxZombieIsolation(t *testing.T) {
 // COMMIT behind any other holder; and without
 // tidb_skip_isolation_level_check, SERIALIZABLE (which TiDB itself would
 // refuse at BEGIN, error 8048) is refused by the fenced DoTx first, as at
-// every level but the default and READ COMMITTED.
+// every level but READ COMMITTED.
 func TestFencedDoTxTiDBModes(t *testing.T) {
 	srv := testdb.Get(t)
 	if srv.Flavor != flavor.TiDB {
@@ -264,15 +265,15 @@ func TestFencedDoTxTiDBModes(t *testing.T) {
 	}
 	leakCheck(t)
 	ctx := testCtx(t, 30*time.Second)
-	fn := func(context.Context, *sqlx.Tx) error {
+	fn := func(context.Context, *sql.Tx) error {
 		t.Error("fn ran")
 		return nil
 	}
 
 	app := testdb.OpenDB(t, srv.DSN+paramSep(srv.DSN)+"tidb_txn_mode=%27optimistic%27")
 	in, _ := fenced(t, app)
-	for _, level := range []sql.IsolationLevel{sql.LevelDefault, sql.LevelReadCommitted} {
-		err := in.locker.DoTx(ctx, uniqueKey(t, "opt"), sqlx.NewDb(app, "mysql"), levelOpts(level), fn)
+	for _, level := range []sql.IsolationLevel{sql.LevelReadCommitted} {
+		err := in.locker.DoTx(ctx, uniqueKey(t, "opt"), app, levelOpts(level), fn)
 		t.Logf("%s, optimistic, %v: %v", srv.Name, level, err)
 		if !errors.Is(err, namedlock.ErrFencing) || !strings.Contains(err.Error(), "optimistic") {
 			t.Errorf("DoTx in optimistic mode at %v = %v, want ErrFencing saying why", level, err)
@@ -305,7 +306,7 @@ func TestFencedDoTxFnWriteConflict(t *testing.T) {
 	ctx := testCtx(t, 30*time.Second)
 	conflict := &mysql.MySQLError{Number: 9007, Message: "Write conflict, txnStartTS=1, conflictStartTS=2, conflictCommitTS=3, key={tableID=1, handle=1} [try again later]"}
 	errFn := errors.New("fn's read")
-	err := in.locker.DoTx(ctx, uniqueKey(t, "wc"), appx, nil, func(ctx context.Context, tx *sqlx.Tx) error {
+	err := in.locker.DoTx(ctx, uniqueKey(t, "wc"), appx.DB, nil, func(ctx context.Context, tx *sql.Tx) error {
 		if _, err := tx.ExecContext(ctx, "UPDATE "+counter+" SET v = 100 WHERE id = 1"); err != nil {
 			return err
 		}

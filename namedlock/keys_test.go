@@ -2,12 +2,11 @@ package namedlock_test
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/jmoiron/sqlx"
 
 	"github.com/namedlock/mysql/keyfmt"
 	"github.com/namedlock/mysql/namedlock"
@@ -30,7 +29,7 @@ func TestEmptyKey(t *testing.T) {
 	checks["Do"] = in.locker.Do(ctx, "", fn)
 	_, checks["TryDo"] = in.locker.TryDo(ctx, "", fn)
 	checks["DoMulti"] = in.locker.DoMulti(ctx, []string{""}, fn)
-	checks["DoTx"] = in.locker.DoTx(ctx, "", primary(t), nil, func(context.Context, *sqlx.Tx) error { ran = true; return nil })
+	checks["DoTx"] = in.locker.DoTx(ctx, "", primary(t).DB, nil, func(context.Context, *sql.Tx) error { ran = true; return nil })
 	for call, err := range checks {
 		if !errors.Is(err, namedlock.ErrInvalidKey) {
 			t.Errorf("%s(\"\") = %v, want ErrInvalidKey", call, err)

@@ -539,6 +539,7 @@ func (l *Locker) Stats() Stats {
 		CancelledWaits:     c.cancelledWaits.Load(),
 		WaitDuration:       time.Duration(c.waitNanos.Load()),
 		ObserverPanics:     c.observerPanics.Load(),
+		LostCommits:        c.lostCommits.Load(),
 		FencedCommits:      c.fencedCommits.Load(),
 		FenceWaitTimeouts:  c.fenceWaitTimeouts.Load(),
 		FenceWaitDuration:  time.Duration(c.fenceWaitNanos.Load()),

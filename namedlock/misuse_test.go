@@ -8,8 +8,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jmoiron/sqlx"
-
 	"github.com/namedlock/mysql/internal/testdb"
 	"github.com/namedlock/mysql/namedlock"
 )
@@ -28,8 +26,7 @@ func TestMisuseChangesNothing(t *testing.T) {
 	key := uniqueKey(t, "k")
 	ctx := testCtx(t, 20*time.Second)
 	noop := func(context.Context) error { return nil }
-	noopTx := func(context.Context, *sqlx.Tx) error { return nil }
-	noopSQLTx := func(context.Context, *sql.Tx) error { return nil }
+	noopTx := func(context.Context, *sql.Tx) error { return nil }
 	var nilCtx context.Context
 
 	unchanged := func(t *testing.T, what string) {
@@ -49,13 +46,9 @@ func TestMisuseChangesNothing(t *testing.T) {
 		"Do(nil fn)":             func() error { return in.locker.Do(ctx, key, nil) },
 		"TryDo(nil fn)":          func() error { _, err := in.locker.TryDo(ctx, key, nil); return err },
 		"DoMulti(nil fn)":        func() error { return in.locker.DoMulti(ctx, []string{key}, nil) },
-		"DoTx(nil fn)":           func() error { return in.locker.DoTx(ctx, key, app, nil, nil) },
+		"DoTx(nil fn)":           func() error { return in.locker.DoTx(ctx, key, app.DB, nil, nil) },
 		"DoTx(nil db)":           func() error { return in.locker.DoTx(ctx, key, nil, nil, noopTx) },
-		"DoTx(the lock pool)":    func() error { return in.locker.DoTx(ctx, key, sqlx.NewDb(in.db, "mysql"), nil, noopTx) },
-		"DoTx(empty *sqlx.DB)":   func() error { return in.locker.DoTx(ctx, key, &sqlx.DB{}, nil, noopTx) },
-		"DoSQLTx(nil fn)":        func() error { return in.locker.DoSQLTx(ctx, key, app.DB, nil, nil) },
-		"DoSQLTx(nil db)":        func() error { return in.locker.DoSQLTx(ctx, key, nil, nil, noopSQLTx) },
-		"DoSQLTx(the lock pool)": func() error { return in.locker.DoSQLTx(ctx, key, in.db, nil, noopSQLTx) },
+		"DoTx(the lock pool)":    func() error { return in.locker.DoTx(ctx, key, in.db, nil, noopTx) },
 		"CreateFenceTable(nil)":  func() error { return namedlock.CreateFenceTable(ctx, nil, "fence") },
 		"CreateFenceTable(name)": func() error { return namedlock.CreateFenceTable(ctx, app.DB, "my fence") },
 	} {
@@ -81,8 +74,7 @@ func TestMisuseChangesNothing(t *testing.T) {
 	panics("Do(nil ctx)", func() { _ = in.locker.Do(nilCtx, key, noop) })
 	panics("TryDo(nil ctx)", func() { _, _ = in.locker.TryDo(nilCtx, key, noop) })
 	panics("DoMulti(nil ctx)", func() { _ = in.locker.DoMulti(nilCtx, []string{key}, noop) })
-	panics("DoTx(nil ctx)", func() { _ = in.locker.DoTx(nilCtx, key, app, nil, noopTx) })
-	panics("DoSQLTx(nil ctx)", func() { _ = in.locker.DoSQLTx(nilCtx, key, app.DB, nil, noopSQLTx) })
+	panics("DoTx(nil ctx)", func() { _ = in.locker.DoTx(nilCtx, key, app.DB, nil, noopTx) })
 
 	// Release(nil ctx) panics and leaves the lock held: a Release with a
 	// ctx then releases it.

@@ -45,6 +45,7 @@ type config struct {
 	releaseTimeout time.Duration
 	observer       func(Event)
 	fence          *fenceTable // nil without fencing
+	serialHandoff  bool        // WithSerializableHandoff
 }
 
 func defaultConfig() config {
@@ -69,6 +70,9 @@ func newConfig(opts []Option, lease time.Duration) (config, error) {
 		if err := opt(&c); err != nil {
 			return c, err
 		}
+	}
+	if c.fence != nil && c.serialHandoff {
+		return c, fmt.Errorf("%w: WithFencing and WithSerializableHandoff are two ways to hand a DoTx's lock on before its COMMIT: choose one", ErrInvalidOption)
 	}
 	if c.keepAlive+c.checkTimeout >= lease {
 		return c, fmt.Errorf("%w: keep-alive %v + check timeout %v must be shorter than the lock pool's lease %v (pool.WithLease), or a vanished holder's lock could be granted elsewhere before the holder is told",
@@ -138,8 +142,20 @@ func WithObserver(fn func(Event)) Option {
 // strictly greater than the token of any earlier holder of the same key,
 // whether the lock came from the server or by a handoff. [Locker.DoTx] on db
 // then mints the token inside its transaction, as its first statement,
-// which makes the database itself keep stale holders from committing: see
-// "Fencing" in the package documentation.
+// which makes the database itself keep stale holders from committing, and
+// hands the lock to the next fenced DoTx as soon as its mint is done: see
+// "Fenced" in DoTx's documentation and "Fencing" in the package's.
+//
+// Its cost is paid by every holder of the Locker, whether or not its
+// writes check the token: each Do, TryDo, DoMulti, Acquire and TryAcquire
+// that takes a lock from the server mints a block of tokens, one durable
+// (autocommit) write on the application's database, before fn runs
+// (holders the lock is then handed to take theirs from the block), and
+// each DoTx runs one more statement, the mint, inside its transaction,
+// where it waits while an earlier holder's transaction holds the key's
+// fence row. Use a second Locker without fencing for keys whose holders do
+// not need tokens. WithFencing and [WithSerializableHandoff] exclude each
+// other ([ErrInvalidOption]).
 func WithFencing(db *sql.DB, table string) Option {
 	return func(c *config) error {
 		f, err := newFence(db, table)
@@ -149,6 +165,30 @@ func WithFencing(db *sql.DB, table string) Option {
 		c.fence = f
 		return nil
 	}
+}
+
+// WithSerializableHandoff makes every [Locker.DoTx] of the Locker run its
+// transaction at SERIALIZABLE and hand its lock to the next such DoTx of the
+// Locker on the same key and database as soon as fn returns, before its
+// COMMIT: on MySQL and MariaDB, whose serializable transactions lock what
+// they read, the server then orders the two transactions where their rows
+// meet. See "Serializable handoff" in DoTx's documentation for the
+// guarantees and for what every other holder of the key waits for.
+//
+// What it costs: every DoTx of the Locker runs at SERIALIZABLE, where every
+// plain SELECT is a locking read, so transactions that conflict without
+// the lock's help (another key, another process) wait for each other and
+// may end in deadlock errors, which roll the transaction back (DoTx returns
+// the error; the call can be run again); the first caller waiting for a key
+// begins its transaction while it waits, holding one connection of the
+// application's pool per key; fn must read through its tx. A DoTx asking
+// for another isolation level than the default or SERIALIZABLE, and one on
+// a server whose serializable reads do not lock (TiDB, which refuses
+// SERIALIZABLE or runs it as a snapshot), is refused with an error matching
+// [ErrInvalidArgument]. WithSerializableHandoff and [WithFencing] exclude
+// each other ([ErrInvalidOption]): New fails when both are given.
+func WithSerializableHandoff() Option {
+	return func(c *config) error { c.serialHandoff = true; return nil }
 }
 
 // newFence validates table and returns a fence on db.

@@ -20,7 +20,7 @@ func reviewChain(t *testing.T, l *Locker, wg *sync.WaitGroup, gate chan struct{}
 	db := new(sql.DB)
 	run := func(ctx context.Context, g chan struct{}, ended *atomic.Bool, fn func() error) error {
 		begin := func(context.Context) (*chainTx, error) { return &chainTx{gate: g, ended: ended}, nil }
-		return serialTx(l, ctx, "DoTx", "k", db, begin, func(context.Context, *chainTx) error { return fn() })
+		return serialTx(l, ctx, "k", db, begin, func(context.Context, *chainTx) error { return fn() })
 	}
 	ctx := context.Background()
 	aIn, aGo := make(chan struct{}), make(chan struct{})

@@ -40,7 +40,7 @@ func TestReviewCloseCountWaitLeaseExpires(t *testing.T) {
 	const lease = 2 * time.Second
 	lockPool := openPool(t, srv.DSN, pool.WithLease(lease))
 	l, err := namedlock.New(lockPool, namedlock.WithKeepAlive(300*time.Millisecond), namedlock.WithCheckTimeout(time.Second),
-		namedlock.WithHandoff(namedlock.DefaultMaxHandoffs, time.Minute))
+		namedlock.WithHandoff(namedlock.DefaultMaxHandoffs, time.Minute), namedlock.WithSerializableHandoff())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -54,7 +54,7 @@ func TestReviewCloseCountWaitLeaseExpires(t *testing.T) {
 	var wg sync.WaitGroup
 	var aErr, bErr error
 	wg.Go(func() {
-		aErr = l.DoSQLTx(ctx, key, app, serializable, func(ctx context.Context, tx *sql.Tx) error {
+		aErr = l.DoTx(ctx, key, app, serializable, func(ctx context.Context, tx *sql.Tx) error {
 			close(aIn)
 			<-aGo
 			_, err := tx.ExecContext(ctx, "UPDATE "+table+" SET v = v + 1 WHERE id = 1")
@@ -64,7 +64,7 @@ func TestReviewCloseCountWaitLeaseExpires(t *testing.T) {
 	<-aIn
 	bRan := make(chan struct{})
 	wg.Go(func() {
-		bErr = l.DoSQLTx(ctx, key, app, serializable, func(context.Context, *sql.Tx) error {
+		bErr = l.DoTx(ctx, key, app, serializable, func(context.Context, *sql.Tx) error {
 			close(bRan)
 			return nil
 		})
@@ -139,11 +139,11 @@ func TestReviewCloseWaitsForBeginAtHead(t *testing.T) {
 	app := testdb.OpenDB(t, srv.DSN)
 	app.SetMaxOpenConns(1)
 	table := counterTable(t, sqlx.NewDb(testdb.OpenDB(t, srv.DSN), "mysql"), 1)
-	l := newInstance(t, srv.DSN).locker
+	l := newInstance(t, srv.DSN, namedlock.WithSerializableHandoff()).locker
 	ctx := testCtx(t, time.Minute)
 	serializable := &sql.TxOptions{Isolation: sql.LevelSerializable}
 	// The Locker learns app's server (one look, then remembered).
-	if err := l.DoSQLTx(ctx, keyfmt.Key(table, 0), app, serializable, func(context.Context, *sql.Tx) error { return nil }); err != nil {
+	if err := l.DoTx(ctx, keyfmt.Key(table, 0), app, serializable, func(context.Context, *sql.Tx) error { return nil }); err != nil {
 		t.Fatal(err)
 	}
 	conn, err := app.Conn(ctx) // the pool's only connection
@@ -155,7 +155,7 @@ func TestReviewCloseWaitsForBeginAtHead(t *testing.T) {
 
 	bDone := make(chan error, 1)
 	go func() {
-		bDone <- l.DoSQLTx(context.Background(), keyfmt.Key(table, 1), app, serializable, func(context.Context, *sql.Tx) error { return nil })
+		bDone <- l.DoTx(context.Background(), keyfmt.Key(table, 1), app, serializable, func(context.Context, *sql.Tx) error { return nil })
 	}()
 	poll(t, "B not waiting for a connection of app", func() bool { return app.Stats().WaitCount > 0 && l.Stats().Waiting == 1 })
 

@@ -34,7 +34,8 @@ import (
 // 1 over Z's committed 10; nothing TiDB offers moves a snapshot forward,
 // so there a fenced DoTx at REPEATABLE READ, READ UNCOMMITTED or
 // SERIALIZABLE must be refused before anything runs, with ErrFencing
-// (checkRefused), while the default level and READ COMMITTED read Z's 10.
+// (checkRefused), as is the default level (REPEATABLE READ there), while
+// READ COMMITTED reads Z's 10.
 func TestReviewSnapshotOlderThanMintWait(t *testing.T) {
 	srv := testdb.RequireReal(t)
 	leakCheck(t)
@@ -80,7 +81,7 @@ func TestReviewSnapshotOlderThanMintWait(t *testing.T) {
 			giveUp := make(chan struct{})
 			aDone := make(chan error, 1)
 			go func() {
-				aDone <- a.locker.DoTx(ctx, key, appx, levelOpts(level), func(fctx context.Context, tx *sqlx.Tx) error {
+				aDone <- a.locker.DoTx(ctx, key, appx.DB, levelOpts(level), func(fctx context.Context, tx *sql.Tx) error {
 					tok, _ := namedlock.TokenFromContext(fctx, key)
 					inFn <- tok
 					<-giveUp
@@ -100,7 +101,7 @@ func TestReviewSnapshotOlderThanMintWait(t *testing.T) {
 			bTok := make(chan uint64, 1)
 			bDone := make(chan error, 1)
 			go func() {
-				bDone <- b.locker.DoTx(ctx, key, appx, levelOpts(level), func(ctx context.Context, tx *sqlx.Tx) error {
+				bDone <- b.locker.DoTx(ctx, key, appx.DB, levelOpts(level), func(ctx context.Context, tx *sql.Tx) error {
 					tok, _ := namedlock.TokenFromContext(ctx, key)
 					bTok <- tok
 					var v int64
@@ -183,7 +184,7 @@ func TestReviewSerializableWriteConflict(t *testing.T) {
 		for range 8 {
 			wg.Go(func() {
 				for range 10 {
-					err := in.locker.DoTx(ctx, key, appx, levelOpts(sql.LevelSerializable), func(ctx context.Context, tx *sqlx.Tx) error {
+					err := in.locker.DoTx(ctx, key, appx.DB, levelOpts(sql.LevelSerializable), func(ctx context.Context, tx *sql.Tx) error {
 						fnRuns.Add(1)
 						if _, err := readIncrement(ctx, tx, counter); err != nil {
 							return fmt.Errorf("fn's read-increment-write: %w", err)

@@ -29,7 +29,7 @@ func (t *chainTx) ExecContext(context.Context, string, ...any) (sql.Result, erro
 }
 
 // QueryRowContext is never called on the serializable path; it is here
-// because a txn can also be fenced, whose mint reads a row.
+// because the fake transactions once stood for fenced ones too, whose mint reads a row.
 func (t *chainTx) QueryRowContext(context.Context, string, ...any) *sql.Row {
 	panic("chainTx: QueryRowContext")
 }
@@ -80,7 +80,7 @@ func TestOrderingSerialChainWaitsForCommit(t *testing.T) {
 			}
 			return &chainTx{gate: gate, ended: ended}, nil
 		}
-		return serialTx(c.l, ctx, "DoTx", "k", db, begin, func(context.Context, *chainTx) error { return fn() })
+		return serialTx(c.l, ctx, "k", db, begin, func(context.Context, *chainTx) error { return fn() })
 	}
 	// d is the holder after B: it takes the lock its way and reports
 	// whether A's COMMIT had returned when it got it.

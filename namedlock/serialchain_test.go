@@ -5,11 +5,13 @@ import (
 	"database/sql"
 	"errors"
 	"math/rand/v2"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/go-sql-driver/mysql"
 	"github.com/jmoiron/sqlx"
 
 	"github.com/namedlock/mysql/internal/testdb"
@@ -49,8 +51,9 @@ func readIncrement(ctx context.Context, q interface {
 }
 
 // chainHolders are the holders that are not ordered by the server after a
-// DoTx at SERIALIZABLE: a Do, a DoTx at another level, an Acquire, and a Do
-// of another instance of the same server.
+// DoTx with the serializable handoff: a Do, a DoTx of the same Locker on
+// another pool (whose transaction the chain's do not wait for), an
+// Acquire, and a Do of another instance of the same server.
 var chainHolders = []chainHolder{
 	{name: "Do", run: func(ctx context.Context, l, _ *namedlock.Locker, app *sql.DB, table, key string, got func()) (v int64, err error) {
 		err = l.Do(ctx, key, func(ctx context.Context) error {
@@ -60,8 +63,8 @@ var chainHolders = []chainHolder{
 		})
 		return v, err
 	}},
-	{name: "DoTx at REPEATABLE READ", run: func(ctx context.Context, l, _ *namedlock.Locker, app *sql.DB, table, key string, got func()) (v int64, err error) {
-		err = l.DoSQLTx(ctx, key, app, &sql.TxOptions{Isolation: sql.LevelRepeatableRead}, func(ctx context.Context, tx *sql.Tx) error {
+	{name: "DoTx on another pool", run: func(ctx context.Context, l, _ *namedlock.Locker, app *sql.DB, table, key string, got func()) (v int64, err error) {
+		err = l.DoTx(ctx, key, app, nil, func(ctx context.Context, tx *sql.Tx) error {
 			got()
 			v, err = readIncrement(ctx, tx, table)
 			return err
@@ -122,7 +125,7 @@ func newChainSetup(t *testing.T) *chainSetup {
 	table := counterTable(t, sqlx.NewDb(plain, "mysql"), 1)
 	return &chainSetup{
 		srv:          srv,
-		l:            newInstance(t, srv.DSN, namedlock.WithHandoff(namedlock.DefaultMaxHandoffs, time.Minute)).locker,
+		l:            newInstance(t, srv.DSN, namedlock.WithSerializableHandoff(), namedlock.WithHandoff(namedlock.DefaultMaxHandoffs, time.Minute)).locker,
 		other:        newInstance(t, srv.DSN).locker,
 		app:          app,
 		appConn:      g,
@@ -165,7 +168,7 @@ func (c *chainSetup) round(t *testing.T, ctx context.Context, d chainHolder, hel
 	}
 	committed := c.appConn.ended.Load() // COMMITs returned before A's
 	wg.Go(func() {
-		aErr = c.l.DoSQLTx(ctx, c.key, c.app, c.serializable, func(ctx context.Context, tx *sql.Tx) error {
+		aErr = c.l.DoTx(ctx, c.key, c.app, c.serializable, func(ctx context.Context, tx *sql.Tx) error {
 			close(aIn)
 			<-aGo
 			_, err := tx.ExecContext(ctx, "UPDATE "+c.table+" SET v = v + 1 WHERE id = 1")
@@ -174,7 +177,7 @@ func (c *chainSetup) round(t *testing.T, ctx context.Context, d chainHolder, hel
 	})
 	<-aIn
 	wg.Go(func() {
-		bErr = c.l.DoSQLTx(ctx, c.key, c.app, c.serializable, func(context.Context, *sql.Tx) error {
+		bErr = c.l.DoTx(ctx, c.key, c.app, c.serializable, func(context.Context, *sql.Tx) error {
 			early = c.appConn.ended.Load() == committed // A's COMMIT has not returned
 			close(bIn)
 			return nil
@@ -295,65 +298,80 @@ func TestSerializableChainHeldBackCommit(t *testing.T) {
 
 // TestSerializableChaosMixed: goroutines of two instances increment one
 // counter under one key, each call chosen at random: a DoTx at
-// SERIALIZABLE (read and write through tx; some write and then fail, some
-// touch nothing, some give up waiting), a Do and an Acquire (read and
-// write through the pool, autocommit), a DoTx at REPEATABLE READ, and a Do
-// of the other instance. Every increment that committed counts once: the
-// counter ends at the number of committed increments, and the DoTx at
-// SERIALIZABLE handed the lock on early.
+// SERIALIZABLE of a Locker WithSerializableHandoff (read and write through
+// tx; some write and then fail, some touch nothing, some give up waiting),
+// a Do and an Acquire (read and write through the pool, autocommit), a
+// DoTx at REPEATABLE READ of the other instance, and a Do of the other
+// instance. Every increment that committed counts once: the counter ends
+// at the number of committed increments, and the DoTx at SERIALIZABLE
+// handed the lock on early. Each DoTx that writes logs its call in a
+// history table: every one that returned nil has its row, every one that
+// returned an error (a deadlock the server broke included) has none.
 func TestSerializableChaosMixed(t *testing.T) {
 	leakCheck(t)
 	srv := requireSerialLocks(t)
 	app := testdb.OpenDB(t, srv.DSN)
 	table := counterTable(t, sqlx.NewDb(app, "mysql"), 1)
+	hist := historyTable(t, app)
 	key := keyfmt.Key(table, 1)
-	l := newInstance(t, srv.DSN, namedlock.WithHandoff(namedlock.DefaultMaxHandoffs, time.Minute)).locker
+	l := newInstance(t, srv.DSN, namedlock.WithSerializableHandoff(), namedlock.WithHandoff(namedlock.DefaultMaxHandoffs, time.Minute)).locker
 	other := newInstance(t, srv.DSN).locker
 	ctx := testCtx(t, 2*time.Minute)
 	serializable := &sql.TxOptions{Isolation: sql.LevelSerializable}
 	errRollback := errors.New("chaos: roll back")
-	var committed atomic.Int64
+	var committed, seq, deadlocks atomic.Int64
+	var mu sync.Mutex
+	results := map[string]error{} // DoTx call -> its result
+	// dotx runs one DoTx on lk that increments the counter and logs its
+	// call in the history table, then fails with fail if not nil; it
+	// records the result, counts the increment when it returned nil, and
+	// returns the error unless the server rolled the transaction back in
+	// a deadlock (counted: the mode's documented cost).
+	dotx := func(ctx context.Context, lk *namedlock.Locker, opts *sql.TxOptions, fail error) error {
+		sec := "c" + strconv.FormatInt(seq.Add(1), 10)
+		err := lk.DoTx(ctx, key, app, opts, func(ctx context.Context, tx *sql.Tx) error {
+			if _, err := readIncrement(ctx, tx, table); err != nil {
+				return err
+			}
+			if _, err := tx.ExecContext(ctx, "INSERT INTO "+hist+" (sec) VALUES (?)", sec); err != nil {
+				return err
+			}
+			return fail
+		})
+		mu.Lock()
+		results[sec] = err
+		mu.Unlock()
+		var me *mysql.MySQLError
+		switch {
+		case err == nil:
+			committed.Add(1)
+		case errors.As(err, &me) && me.Number == 1213:
+			deadlocks.Add(1)
+			return nil
+		}
+		return err
+	}
 	kinds := []func(rng *rand.Rand) error{
 		func(*rand.Rand) error { // DoTx at SERIALIZABLE, increments
-			err := l.DoSQLTx(ctx, key, app, serializable, func(ctx context.Context, tx *sql.Tx) error {
-				_, err := readIncrement(ctx, tx, table)
-				return err
-			})
-			if err == nil {
-				committed.Add(1)
-			}
-			return err
+			return dotx(ctx, l, serializable, nil)
 		},
 		func(*rand.Rand) error { // DoTx at SERIALIZABLE, touches nothing
-			return l.DoSQLTx(ctx, key, app, serializable, func(context.Context, *sql.Tx) error { return nil })
+			return l.DoTx(ctx, key, app, serializable, func(context.Context, *sql.Tx) error { return nil })
 		},
-		func(*rand.Rand) error { // DoTx at SERIALIZABLE, writes and rolls back
-			err := l.DoSQLTx(ctx, key, app, serializable, func(ctx context.Context, tx *sql.Tx) error {
-				if _, err := readIncrement(ctx, tx, table); err != nil {
-					return err
-				}
-				return errRollback
-			})
-			if errors.Is(err, errRollback) {
-				return nil
+		func(*rand.Rand) error { // DoTx at the default level (run at SERIALIZABLE), writes and rolls back
+			if err := dotx(ctx, l, nil, errRollback); !errors.Is(err, errRollback) {
+				return err
 			}
-			return err
+			return nil
 		},
 		func(rng *rand.Rand) error { // DoTx at SERIALIZABLE that may give up waiting
 			wctx, cancel := context.WithTimeout(ctx, time.Duration(rng.IntN(3000))*time.Microsecond)
 			defer cancel()
-			err := l.DoSQLTx(wctx, key, app, serializable, func(ctx context.Context, tx *sql.Tx) error {
-				_, err := readIncrement(ctx, tx, table)
+			if err := dotx(wctx, l, serializable, nil); err != nil && wctx.Err() == nil {
 				return err
-			})
-			switch {
-			case err == nil:
-				committed.Add(1)
-			case wctx.Err() != nil:
-				// Gave up (waiting, or mid-transaction: rolled back).
-				return nil
 			}
-			return err
+			// Gave up (waiting, or mid-transaction: rolled back).
+			return nil
 		},
 		func(*rand.Rand) error { // Do, autocommit through the pool
 			return l.Do(ctx, key, func(ctx context.Context) error {
@@ -374,15 +392,8 @@ func TestSerializableChaosMixed(t *testing.T) {
 			}
 			return errors.Join(err, k.Release(ctx))
 		},
-		func(*rand.Rand) error { // DoTx at REPEATABLE READ
-			err := l.DoSQLTx(ctx, key, app, &sql.TxOptions{Isolation: sql.LevelRepeatableRead}, func(ctx context.Context, tx *sql.Tx) error {
-				_, err := readIncrement(ctx, tx, table)
-				return err
-			})
-			if err == nil {
-				committed.Add(1)
-			}
-			return err
+		func(*rand.Rand) error { // DoTx at REPEATABLE READ, of the other instance (no serializable handoff)
+			return dotx(ctx, other, &sql.TxOptions{Isolation: sql.LevelRepeatableRead}, nil)
 		},
 		func(*rand.Rand) error { // Do of the other instance
 			return other.Do(ctx, key, func(ctx context.Context) error {
@@ -418,8 +429,13 @@ func TestSerializableChaosMixed(t *testing.T) {
 	if err := app.QueryRowContext(ctx, "SELECT v FROM "+table+" WHERE id = 1").Scan(&v); err != nil {
 		t.Fatal(err)
 	}
+	// Every DoTx that returned nil has its history row; every one that
+	// returned an error (other than ErrCommitUnknown) has none.
+	for sec, err := range results {
+		checkResult(t, "DoTx "+sec, err, inHistory(t, app, hist, sec))
+	}
 	st := l.Stats()
-	t.Logf("%s: %d calls in %v, %d committed increments, counter %d, %d handoffs, %d server acquisitions", srv.Name, workers*each, time.Since(start).Round(time.Millisecond), committed.Load(), v, st.Handoffs, st.ServerAcquisitions)
+	t.Logf("%s: %d calls in %v (%d DoTx that wrote), %d committed increments, counter %d, %d handoffs, %d server acquisitions, %d deadlocks (rolled back)", srv.Name, workers*each, time.Since(start).Round(time.Millisecond), len(results), committed.Load(), v, st.Handoffs, st.ServerAcquisitions, deadlocks.Load())
 	if v != committed.Load() {
 		t.Errorf("counter %d, %d increments committed: lost or phantom updates", v, committed.Load())
 	}
@@ -459,7 +475,7 @@ func TestFencingChainHeldBackCommit(t *testing.T) {
 			var wg sync.WaitGroup
 			var aErr, bErr, dErr error
 			wg.Go(func() {
-				aErr = l.DoSQLTx(ctx, key, app, nil, func(ctx context.Context, tx *sql.Tx) error {
+				aErr = l.DoTx(ctx, key, app, nil, func(ctx context.Context, tx *sql.Tx) error {
 					close(aIn)
 					<-aGo
 					_, err := tx.ExecContext(ctx, "UPDATE "+table+" SET v = v + 1 WHERE id = 1")
@@ -472,7 +488,7 @@ func TestFencingChainHeldBackCommit(t *testing.T) {
 			bIn := make(chan struct{})
 			wg.Go(func() {
 				defer close(bIn)
-				bErr = l.DoSQLTx(bctx, key, app, nil, func(context.Context, *sql.Tx) error {
+				bErr = l.DoTx(bctx, key, app, nil, func(context.Context, *sql.Tx) error {
 					t.Error("B's fn ran: its mint did not wait for A's fence row")
 					return nil
 				})

@@ -30,8 +30,3 @@ func (c *serialDBs) locksReads(ctx context.Context, db *sql.DB) (bool, error) {
 	c.m.Store(db, ok)
 	return ok, nil
 }
-
-// isSerializable reports whether opts asks for SERIALIZABLE.
-func isSerializable(opts *sql.TxOptions) bool {
-	return opts != nil && opts.Isolation == sql.LevelSerializable
-}

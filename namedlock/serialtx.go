@@ -3,9 +3,10 @@ package namedlock
 import (
 	"context"
 	"database/sql"
+	"errors"
 )
 
-// A DoTx at SERIALIZABLE (without fencing) on MySQL or MariaDB: there every
+// A DoTx with the serializable handoff (WithSerializableHandoff) on MySQL or MariaDB: there every
 // read of the transaction locks what it reads (InnoDB turns a plain SELECT
 // into a locking read when autocommit is off), so the server itself orders
 // two such transactions that touch the same rows: the later one's reads of
@@ -16,7 +17,7 @@ import (
 // it is on its way at once when its transaction was begun before the lock
 // came (see serialTx).
 
-// serialTx is an unfenced DoTx at SERIALIZABLE on db, whose reads lock:
+// serialTx is a DoTx with the serializable handoff on db, whose reads lock:
 // acquire (beginning once first in line), fn, then — when the next local
 // waiter is such a DoTx on the same db — hand it the lock and COMMIT beside
 // the handoff's proof; otherwise COMMIT, then release as any DoTx does.
@@ -34,12 +35,11 @@ import (
 // begun after the lock came — its reads lock whenever it began — only
 // slower: BEGIN at another level is two statements).
 //
-// Errors are those of an unfenced DoTx: fn's error, the loss of the lock
-// found before the COMMIT (rolled back), the COMMIT's error, and a loss
-// found by the release or the handoff's proof after a COMMIT (the
-// transaction committed; DoTx still reports that the lock was not held
-// throughout).
-func serialTx[T txn](l *Locker, ctx context.Context, call, key string, db *sql.DB, begin func(context.Context) (T, error), fn func(ctx context.Context, tx T) error) (err error) {
+// Errors are those of a plain DoTx: fn's error, the loss of the lock found
+// before the COMMIT (rolled back), the COMMIT's error (commitFailed). A
+// loss found by the release or the handoff's proof after a COMMIT that
+// succeeded is counted (Locker.committed): the transaction committed.
+func serialTx[T txn](l *Locker, ctx context.Context, key string, db *sql.DB, begin func(context.Context) (T, error), fn func(ctx context.Context, tx T) error) (err error) {
 	var tx T
 	begun, done := false, false // done: committed, or rolled back
 	beginNow := func() error {
@@ -69,7 +69,7 @@ func serialTx[T txn](l *Locker, ctx context.Context, call, key string, db *sql.D
 		if ctx.Err() != nil {
 			return notAcquired(ctx, key, nil)
 		}
-		return fail(key, "", call+": begin: "+err.Error(), err)
+		return fail(key, "", "DoTx: begin: "+err.Error(), err)
 	}
 	locks := []*Lock{k}
 	fctx, cancel := l.sectionContext(ctx, locks)
@@ -104,14 +104,11 @@ func serialTx[T txn](l *Locker, ctx context.Context, call, key string, db *sql.D
 	}
 	done = true
 	if err != nil {
-		if lost := k.Err(); lost != nil {
-			err = alsoMatching(lost, err)
-		} else {
-			err = fail(key, "", call+": commit: "+err.Error(), err)
+		if err = commitFailed(k, err); errors.Is(err, ErrCommitUnknown) {
+			return err // alone: a loss found by the release must not read as "not committed"
 		}
-	}
-	if rerr != nil {
 		return joinErrors(rerr, err)
 	}
-	return err
+	l.committed(k) // a loss found by the release or the proof: reported, not an error
+	return nil
 }

@@ -61,7 +61,7 @@ func newSerialCounter(t *testing.T, timeout time.Duration) *serialCounter {
 		ctx:   testCtx(t, timeout),
 		app:   app,
 		table: table,
-		l:     newInstance(t, srv.DSN).locker,
+		l:     newInstance(t, srv.DSN, namedlock.WithSerializableHandoff()).locker,
 		key:   keyfmt.Key(table, 1),
 		opts:  &sql.TxOptions{Isolation: sql.LevelSerializable},
 	}
@@ -164,26 +164,32 @@ func (t *gatedTx) Commit() error {
 	return t.Tx.Commit()
 }
 
-// TestSerializableHandsOnBeforeCommit: a DoTx at SERIALIZABLE whose COMMIT
-// is held back hands the lock to the next DoTx at SERIALIZABLE of its
-// Locker on the same database as soon as its fn returns. That one's fn
-// starts before the first COMMIT is sent; its read of the row the first
-// wrote waits inside the server and, once the COMMIT is let go, returns the
-// committed value. Without SERIALIZABLE, the next fn does not start until
-// the COMMIT is sent. Fails on a DoTx that releases only after its COMMIT
-// (B never starts while the gate is closed) and on an early handoff that
-// lets B read before A's COMMIT (B reads 0).
+// TestSerializableHandsOnBeforeCommit: a DoTx of a Locker with
+// WithSerializableHandoff (at SERIALIZABLE, or at the default level, which
+// it runs at SERIALIZABLE) whose COMMIT is held back hands the lock to the
+// next DoTx of its Locker on the same database as soon as its fn returns.
+// That one's fn starts before the first COMMIT is sent; its read of the row
+// the first wrote waits inside the server and, once the COMMIT is let go,
+// returns the committed value. Without the option, at any level
+// SERIALIZABLE included, the next fn does not start until the COMMIT is
+// sent. Fails on a DoTx that releases only after its COMMIT (B never starts
+// while the gate is closed), on an early handoff that lets B read before
+// A's COMMIT (B reads 0), and on an isolation level that switches the
+// handoff on by itself.
 func TestSerializableHandsOnBeforeCommit(t *testing.T) {
 	leakCheck(t)
 	srv := requireSerialLocks(t)
 	for _, tc := range []struct {
 		name      string
+		handoff   bool // WithSerializableHandoff
 		isolation sql.IsolationLevel
 		early     bool
 	}{
-		{"serializable", sql.LevelSerializable, true},
-		{"repeatable-read", sql.LevelRepeatableRead, false},
-		{"default", sql.LevelDefault, false},
+		{"handoff/serializable", true, sql.LevelSerializable, true},
+		{"handoff/default", true, sql.LevelDefault, true},
+		{"plain/serializable", false, sql.LevelSerializable, false},
+		{"plain/repeatable-read", false, sql.LevelRepeatableRead, false},
+		{"plain/default", false, sql.LevelDefault, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			db, gate, commits := gatedDB(t, srv.DSN)
@@ -192,9 +198,13 @@ func TestSerializableHandsOnBeforeCommit(t *testing.T) {
 			table := counterTable(t, sqlx.NewDb(testdb.OpenDB(t, srv.DSN), "mysql"), 1)
 			// A turn long enough for the held-back COMMIT: the lock is
 			// handed on, early or after the COMMIT, not given back.
-			l := newInstance(t, srv.DSN, namedlock.WithHandoff(namedlock.DefaultMaxHandoffs, time.Minute)).locker
+			opts := []namedlock.Option{namedlock.WithHandoff(namedlock.DefaultMaxHandoffs, time.Minute)}
+			if tc.handoff {
+				opts = append(opts, namedlock.WithSerializableHandoff())
+			}
+			l := newInstance(t, srv.DSN, opts...).locker
 			key := keyfmt.Key(table, 1)
-			opts := &sql.TxOptions{Isolation: tc.isolation}
+			txOpts := &sql.TxOptions{Isolation: tc.isolation}
 
 			aWrote := make(chan struct{})
 			bStarted := make(chan struct{})
@@ -203,7 +213,7 @@ func TestSerializableHandsOnBeforeCommit(t *testing.T) {
 			var wg sync.WaitGroup
 			var aErr, bErr error
 			wg.Go(func() {
-				aErr = l.DoSQLTx(ctx, key, db, opts, func(ctx context.Context, tx *sql.Tx) error {
+				aErr = l.DoTx(ctx, key, db, txOpts, func(ctx context.Context, tx *sql.Tx) error {
 					if _, err := tx.ExecContext(ctx, "UPDATE "+table+" SET v = v + 1 WHERE id = 1"); err != nil {
 						return err
 					}
@@ -214,7 +224,7 @@ func TestSerializableHandsOnBeforeCommit(t *testing.T) {
 			})
 			<-aWrote
 			wg.Go(func() {
-				bErr = l.DoTx(ctx, key, dbx, opts, func(ctx context.Context, tx *sqlx.Tx) error {
+				bErr = l.DoTx(ctx, key, dbx.DB, txOpts, func(ctx context.Context, tx *sql.Tx) error {
 					close(bStarted)
 					var v int64
 					if err := tx.QueryRowContext(ctx, "SELECT v FROM "+table+" WHERE id = 1").Scan(&v); err != nil {
@@ -286,7 +296,7 @@ func TestSerializableLostUpdates(t *testing.T) {
 	for range workers {
 		wg.Go(func() {
 			for range each {
-				err := l.DoTx(ctx, key, appx, opts, func(ctx context.Context, tx *sqlx.Tx) error {
+				err := l.DoTx(ctx, key, appx.DB, opts, func(ctx context.Context, tx *sql.Tx) error {
 					var v int64
 					if err := tx.QueryRowContext(ctx, "SELECT v FROM "+table+" WHERE id = 1").Scan(&v); err != nil {
 						return err
@@ -317,20 +327,25 @@ func TestSerializableLostUpdates(t *testing.T) {
 	}
 }
 
-// TestSerializableMisuse: a DoTx at SERIALIZABLE with an empty key, a nil
-// fn or the lock pool as db is refused before anything is begun.
+// TestSerializableMisuse: a DoTx of a Locker with WithSerializableHandoff
+// with an empty key, a nil fn, the lock pool as db, or an isolation level
+// other than the default and SERIALIZABLE is refused before anything is
+// begun; WithSerializableHandoff with WithFencing is refused by New.
 func TestSerializableMisuse(t *testing.T) {
 	leakCheck(t)
 	srv := testdb.RequireReal(t)
 	ctx := testCtx(t, 30*time.Second)
 	db, _, commits := gatedDB(t, srv.DSN)
-	in := newInstance(t, srv.DSN)
+	in := newInstance(t, srv.DSN, namedlock.WithSerializableHandoff())
 	opts := &sql.TxOptions{Isolation: sql.LevelSerializable}
 	fn := func(context.Context, *sql.Tx) error { return nil }
 	for name, err := range map[string]error{
-		"empty key": in.locker.DoSQLTx(ctx, "", db, opts, fn),
-		"nil fn":    in.locker.DoSQLTx(ctx, "k", db, opts, nil),
-		"lock pool": in.locker.DoSQLTx(ctx, "k", in.db, opts, fn),
+		"empty key":        in.locker.DoTx(ctx, "", db, opts, fn),
+		"nil fn":           in.locker.DoTx(ctx, "k", db, opts, nil),
+		"lock pool":        in.locker.DoTx(ctx, "k", in.db, opts, fn),
+		"read committed":   in.locker.DoTx(ctx, "k", db, &sql.TxOptions{Isolation: sql.LevelReadCommitted}, fn),
+		"repeatable read":  in.locker.DoTx(ctx, "k", db, &sql.TxOptions{Isolation: sql.LevelRepeatableRead}, fn),
+		"read uncommitted": in.locker.DoTx(ctx, "k", db, &sql.TxOptions{Isolation: sql.LevelReadUncommitted}, fn),
 	} {
 		if !errors.Is(err, namedlock.ErrInvalidArgument) {
 			t.Errorf("%s: %v, want ErrInvalidArgument", name, err)
@@ -341,6 +356,17 @@ func TestSerializableMisuse(t *testing.T) {
 	}
 	if s := in.locker.Stats(); s.Acquired != 0 || s.NotAcquired != 0 {
 		t.Errorf("Stats moved: %+v", s)
+	}
+	for _, opts := range [][]namedlock.Option{
+		{namedlock.WithSerializableHandoff(), namedlock.WithFencing(db, "fence")},
+		{namedlock.WithFencing(db, "fence"), namedlock.WithSerializableHandoff()},
+	} {
+		if l, err := namedlock.New(in.db, opts...); !errors.Is(err, namedlock.ErrInvalidOption) {
+			if l != nil {
+				_ = l.Close()
+			}
+			t.Errorf("New(WithFencing, WithSerializableHandoff) = %v, want ErrInvalidOption", err)
+		}
 	}
 }
 
@@ -360,7 +386,7 @@ func TestSerializablePanicsAndCancels(t *testing.T) {
 				t.Errorf("recovered %v, want the panic of fn", r)
 			}
 		}()
-		_ = l.DoSQLTx(ctx, key, app, opts, func(ctx context.Context, tx *sql.Tx) error {
+		_ = l.DoTx(ctx, key, app, opts, func(ctx context.Context, tx *sql.Tx) error {
 			if _, err := tx.ExecContext(ctx, "UPDATE "+table+" SET v = 7 WHERE id = 1"); err != nil {
 				return err
 			}
@@ -374,7 +400,7 @@ func TestSerializablePanicsAndCancels(t *testing.T) {
 
 	cancelled, cancel := context.WithCancel(ctx)
 	cancel()
-	err := l.DoSQLTx(cancelled, key, app, opts, func(context.Context, *sql.Tx) error { return nil })
+	err := l.DoTx(cancelled, key, app, opts, func(context.Context, *sql.Tx) error { return nil })
 	if !errors.Is(err, namedlock.ErrNotAcquired) || !errors.Is(err, context.Canceled) {
 		t.Errorf("cancelled before: %v, want ErrNotAcquired and context.Canceled", err)
 	}
@@ -387,7 +413,7 @@ func TestSerializablePanicsAndCancels(t *testing.T) {
 	}
 	wctx, wcancel := context.WithTimeout(ctx, 200*time.Millisecond)
 	defer wcancel()
-	err = l.DoSQLTx(wctx, key, app, opts, func(context.Context, *sql.Tx) error { return nil })
+	err = l.DoTx(wctx, key, app, opts, func(context.Context, *sql.Tx) error { return nil })
 	if !errors.Is(err, namedlock.ErrNotAcquired) || !errors.Is(err, context.DeadlineExceeded) {
 		t.Errorf("cancelled while waiting: %v, want ErrNotAcquired and context.DeadlineExceeded", err)
 	}
@@ -396,11 +422,11 @@ func TestSerializablePanicsAndCancels(t *testing.T) {
 	}
 	// database/sql rolls back a transaction whose ctx ended in a goroutine of
 	// its own and gives the connection back when that ROLLBACK has returned:
-	// a moment after DoSQLTx returned, not before.
+	// a moment after DoTx returned, not before.
 	if _, ok := faultPoll(5*time.Second, func() bool { return app.Stats().InUse == 0 }); !ok {
 		t.Errorf("%d connections of the business pool still in use 5 s later", app.Stats().InUse)
 	}
-	if err := l.DoSQLTx(ctx, key, app, opts, func(ctx context.Context, tx *sql.Tx) error {
+	if err := l.DoTx(ctx, key, app, opts, func(ctx context.Context, tx *sql.Tx) error {
 		_, err := tx.ExecContext(ctx, "UPDATE "+table+" SET v = v + 1 WHERE id = 1")
 		return err
 	}); err != nil {
@@ -425,7 +451,7 @@ func TestSerializableWaitersHoldOneConnection(t *testing.T) {
 	errs := make(chan error, waiters)
 	for range waiters {
 		wg.Go(func() {
-			errs <- l.DoSQLTx(ctx, key, app, opts, func(ctx context.Context, tx *sql.Tx) error {
+			errs <- l.DoTx(ctx, key, app, opts, func(ctx context.Context, tx *sql.Tx) error {
 				_, err := tx.ExecContext(ctx, "UPDATE "+table+" SET v = v + 1 WHERE id = 1")
 				return err
 			})

@@ -23,6 +23,14 @@ type Stats struct {
 
 	ObserverPanics int64 // calls of the observer ([WithObserver]) that panicked; each was recovered
 
+	// LostCommits counts DoTx transactions that committed (DoTx returned
+	// nil) and whose lock was found lost during or after their COMMIT. Such
+	// a loss may have happened before the COMMIT reached the server:
+	// without fencing, the transaction may then have overlapped another
+	// holder of the key; with fencing, the fence row ordered it. The
+	// observer was told of each loss, with the call's ctx.
+	LostCommits int64
+
 	FencedCommits     int64         // fenced DoTx transactions committed
 	FenceWaitTimeouts int64         // fenced DoTx whose mint gave up waiting for the fence row ([ErrFenceWait])
 	FenceWaitDuration time.Duration // total time fenced DoTx spent in their mint, waiting for the fence row
@@ -34,6 +42,7 @@ type counters struct {
 	handoffs, serverAcquired, cancelledWaits atomic.Int64
 	waitNanos                                atomic.Int64
 	fencedCommits, fenceWaitTimeouts         atomic.Int64
+	lostCommits                              atomic.Int64
 	fenceWaitNanos                           atomic.Int64
 	observerPanics                           atomic.Int64
 }

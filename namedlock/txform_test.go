@@ -8,17 +8,18 @@ import (
 	"github.com/jmoiron/sqlx"
 
 	"github.com/namedlock/mysql/namedlock"
+	"github.com/namedlock/mysql/namedlock/sqlxlock"
 )
 
-// testTx is what the DoTx tests do in a transaction: both *sqlx.Tx (DoTx)
-// and *sql.Tx (DoSQLTx) can.
+// testTx is what the DoTx tests do in a transaction: both *sqlx.Tx
+// (sqlxlock.DoTx) and *sql.Tx (Locker.DoTx) can.
 type testTx interface {
 	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
 	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
 }
 
-// txForm is one form of DoTx: sqlx (Locker.DoTx) or database/sql
-// (Locker.DoSQLTx). The DoTx tests run over both.
+// txForm is one form of DoTx: sqlx (sqlxlock.DoTx, the sqlx form over
+// Locker.DoTx) or database/sql (Locker.DoTx). The DoTx tests run over both.
 type txForm struct {
 	name string
 	do   func(l *namedlock.Locker, ctx context.Context, key string, db *sqlx.DB, fn func(ctx context.Context, tx testTx) error) error
@@ -26,14 +27,14 @@ type txForm struct {
 
 var txForms = []txForm{
 	{"sqlx", func(l *namedlock.Locker, ctx context.Context, key string, db *sqlx.DB, fn func(context.Context, testTx) error) error {
-		return l.DoTx(ctx, key, db, nil, func(ctx context.Context, tx *sqlx.Tx) error { return fn(ctx, tx) })
+		return sqlxlock.DoTx(ctx, l, key, db, nil, func(ctx context.Context, tx *sqlx.Tx) error { return fn(ctx, tx) })
 	}},
 	{"sql", func(l *namedlock.Locker, ctx context.Context, key string, db *sqlx.DB, fn func(context.Context, testTx) error) error {
 		var sdb *sql.DB
 		if db != nil {
 			sdb = db.DB
 		}
-		return l.DoSQLTx(ctx, key, sdb, nil, func(ctx context.Context, tx *sql.Tx) error { return fn(ctx, tx) })
+		return l.DoTx(ctx, key, sdb, nil, func(ctx context.Context, tx *sql.Tx) error { return fn(ctx, tx) })
 	}},
 }
 

@@ -1,15 +1,8 @@
 package namedlock
 
-import (
-	"context"
-	"database/sql"
-)
-
-// txn is what DoTx needs of a transaction: *sqlx.Tx (DoTx) and *sql.Tx
-// (DoSQLTx) share one implementation over it.
+// txn is what a DoTx's commit path needs of its transaction: a *sql.Tx;
+// the ordering tests run serialTx on a fake one.
 type txn interface {
-	execer
-	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
 	Commit() error
 	Rollback() error
 }

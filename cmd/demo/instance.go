@@ -15,6 +15,7 @@ import (
 	dsnparse "github.com/namedlock/mysql/internal/dsn"
 	"github.com/namedlock/mysql/keyfmt"
 	"github.com/namedlock/mysql/namedlock"
+	"github.com/namedlock/mysql/namedlock/sqlxlock"
 	"github.com/namedlock/mysql/pool"
 )
 
@@ -132,7 +133,7 @@ func (in *instance) order(ctx context.Context, mode Mode) (accepted bool, err er
 			return err
 		})
 	case LockDoTx:
-		err = in.locker.DoTx(ctx, in.key, in.db, nil, func(ctx context.Context, tx *sqlx.Tx) error {
+		err = sqlxlock.DoTx(ctx, in.locker, in.key, in.db, nil, func(ctx context.Context, tx *sqlx.Tx) error {
 			accepted, err = in.buy(ctx, tx)
 			return err
 		})

@@ -141,13 +141,13 @@ func Drive(t *testing.T, observe func(namedlock.Event), watch func(*namedlock.Lo
 	fenced := key("fenced")
 	nothing := func(context.Context, *sql.Tx) error { return nil }
 	for range 3 {
-		if err := r.Fenced.DoSQLTx(ctx, fenced, app, nil, nothing); err != nil {
-			t.Errorf("fenced DoSQLTx: %v", err)
+		if err := r.Fenced.DoTx(ctx, fenced, app, nil, nothing); err != nil {
+			t.Errorf("fenced DoTx: %v", err)
 		}
 	}
 	boom := errors.New("boom")
-	if err := r.Fenced.DoSQLTx(ctx, fenced, app, nil, func(context.Context, *sql.Tx) error { return boom }); !errors.Is(err, boom) {
-		t.Errorf("fenced DoSQLTx = %v, want fn's error", err)
+	if err := r.Fenced.DoTx(ctx, fenced, app, nil, func(context.Context, *sql.Tx) error { return boom }); !errors.Is(err, boom) {
+		t.Errorf("fenced DoTx = %v, want fn's error", err)
 	}
 	stale, err := app.BeginTx(ctx, nil)
 	if err != nil {
@@ -156,8 +156,8 @@ func Drive(t *testing.T, observe func(namedlock.Event), watch func(*namedlock.Lo
 	if _, err := stale.ExecContext(ctx, "UPDATE "+table+" SET token = token + 1 WHERE name = ?", keyfmt.Portable(fenced)); err != nil {
 		t.Fatal(err)
 	}
-	if err := r.Fenced.DoSQLTx(ctx, fenced, app, nil, nothing); !errors.Is(err, namedlock.ErrFenceWait) {
-		t.Errorf("fenced DoSQLTx behind a stale transaction = %v, want ErrFenceWait", err)
+	if err := r.Fenced.DoTx(ctx, fenced, app, nil, nothing); !errors.Is(err, namedlock.ErrFenceWait) {
+		t.Errorf("fenced DoTx behind a stale transaction = %v, want ErrFenceWait", err)
 	}
 	_ = stale.Rollback()
 
