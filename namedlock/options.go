@@ -44,7 +44,9 @@ type config struct {
 	maxHandoffTime time.Duration
 	releaseTimeout time.Duration
 	observer       func(Event)
-	fence          *fenceTable // nil without fencing
+	fence          *fenceTable   // nil without fencing
+	batchMax       int           // WithBatchLimits; 0: the default
+	batchTime      time.Duration //
 }
 
 func defaultConfig() config {
