@@ -12,6 +12,7 @@ import (
 	"github.com/jmoiron/sqlx"
 
 	"github.com/namedlock/mysql/internal/testdb"
+	"github.com/namedlock/mysql/keyfmt"
 	"github.com/namedlock/mysql/namedlock"
 )
 
@@ -32,7 +33,7 @@ func newBatchFixture(t *testing.T, opts ...namedlock.Option) *batchFixture {
 	app := testdb.OpenDB(t, srv.DSN)
 	in, fence := fenced(t, app, opts...)
 	ctr := counterTable(t, sqlx.NewDb(app, "mysql"), 1)
-	hist := ctr + "_h"
+	hist := "h_" + ctr[max(0, len(ctr)-60):]
 	ctx := testCtx(t, 10*time.Second)
 	if _, err := app.ExecContext(ctx, "CREATE TABLE "+hist+" (caller INT NOT NULL, seen INT NOT NULL, token BIGINT UNSIGNED NOT NULL, conn BIGINT NOT NULL) ENGINE=InnoDB"); err != nil {
 		t.Fatal(err)
@@ -263,3 +264,127 @@ func TestDoBatchContextEnds(t *testing.T) {
 		t.Fatalf("counter %d, committed callers %v, want %s", counter, callers, want)
 	}
 }
+
+// TestDoBatchBounds: a group takes at most WithBatchLimits' count of
+// callers, and starts no section after its time bound (the callers it did
+// not reach go, first, into the next group); every caller commits.
+func TestDoBatchBounds(t *testing.T) {
+	leakCheck(t)
+	for _, tc := range []struct {
+		name    string
+		max     int
+		maxTime time.Duration
+		sleep   time.Duration
+		n       int
+		groups  int64
+	}{
+		{"count", 3, time.Minute, 0, 10, 4},
+		{"time", 64, time.Millisecond, 5 * time.Millisecond, 5, 5},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newBatchFixture(t, namedlock.WithBatchLimits(tc.max, tc.maxTime))
+			ctx := testCtx(t, 30*time.Second)
+			before := f.in.locker.Stats().FencedCommits
+			errs := make([]error, tc.n)
+			lineUp(t, f, tc.n, func(i int) {
+				errs[i] = f.in.locker.DoBatch(ctx, f.key, f.app, func(ctx context.Context, tx *sql.Tx) error {
+					time.Sleep(tc.sleep)
+					return f.increment(i)(ctx, tx)
+				})
+			})
+			for i, err := range errs {
+				if err != nil {
+					t.Errorf("caller %d: %v", i, err)
+				}
+			}
+			counter, rows := f.history(t)
+			for i, r := range rows {
+				if r.caller != i {
+					t.Errorf("section %d was caller %d: not in queue order", i, r.caller)
+				}
+			}
+			if g := f.in.locker.Stats().FencedCommits - before; counter != tc.n || g != tc.groups {
+				t.Errorf("counter %d, %d groups; want %d, %d", counter, g, tc.n, tc.groups)
+			}
+		})
+	}
+}
+
+// TestDoBatchSectionEndsTransaction: a section that commits the group's
+// transaction itself (tx.Commit, or a COMMIT statement) is detected: every
+// caller of the group still waiting, the offender included, gets an error
+// matching ErrSectionEndedTx, and the group goes no further.
+func TestDoBatchSectionEndsTransaction(t *testing.T) {
+	leakCheck(t)
+	for _, how := range []string{"tx.Commit", "COMMIT statement"} {
+		t.Run(how, func(t *testing.T) {
+			f := newBatchFixture(t, namedlock.WithBatchLimits(64, time.Minute))
+			ctx := testCtx(t, 30*time.Second)
+			errs := make([]error, 3)
+			lineUp(t, f, 3, func(i int) {
+				errs[i] = f.in.locker.DoBatch(ctx, f.key, f.app, func(ctx context.Context, tx *sql.Tx) error {
+					if err := f.increment(i)(ctx, tx); err != nil {
+						return err
+					}
+					if i != 1 {
+						return nil
+					}
+					if how == "tx.Commit" {
+						return tx.Commit()
+					}
+					_, err := tx.ExecContext(ctx, "COMMIT")
+					return err
+				})
+			})
+			for i, err := range errs {
+				if !errors.Is(err, namedlock.ErrSectionEndedTx) {
+					t.Errorf("caller %d: %v, want ErrSectionEndedTx", i, err)
+				}
+			}
+			t.Logf("caller 0: %v", errs[0])
+			// The Locker goes on: a later DoBatch commits.
+			if err := f.in.locker.DoBatch(ctx, f.key, f.app, f.increment(9)); err != nil {
+				t.Fatalf("DoBatch after: %v", err)
+			}
+		})
+	}
+}
+
+// TestDoBatchRefused: DoBatch and NewMerger are always fenced: refused
+// with ErrFencing on a Locker without WithFencing or on another db, with
+// ErrInvalidArgument for a nil db or fn, before anything runs.
+func TestDoBatchRefused(t *testing.T) {
+	leakCheck(t)
+	srv := testdb.RequireReal(t)
+	app := testdb.OpenDB(t, srv.DSN)
+	other := testdb.OpenDB(t, srv.DSN)
+	plain := newInstance(t, "")
+	f, _ := fenced(t, app)
+	ctx := testCtx(t, 10*time.Second)
+	key := uniqueKey(t, "k")
+	fn := func(context.Context, *sql.Tx) error { t.Error("fn ran"); return nil }
+	mfn := func(context.Context, *sql.Tx, string, []int) ([]int, error) { t.Error("fn ran"); return nil, nil }
+	for _, tc := range []struct {
+		name string
+		err  error
+		want error
+	}{
+		{"no fencing", plain.locker.DoBatch(ctx, key, app, fn), namedlock.ErrFencing},
+		{"other db", f.locker.DoBatch(ctx, key, other, fn), namedlock.ErrFencing},
+		{"nil db", f.locker.DoBatch(ctx, key, nil, fn), namedlock.ErrInvalidArgument},
+		{"nil fn", f.locker.DoBatch(ctx, key, app, nil), namedlock.ErrInvalidArgument},
+		{"empty key", f.locker.DoBatch(ctx, "", app, fn), namedlock.ErrInvalidKey},
+		{"merger no fencing", second(namedlock.NewMerger(plain.locker, app, mfn)), namedlock.ErrFencing},
+		{"merger other db", second(namedlock.NewMerger(f.locker, other, mfn)), namedlock.ErrFencing},
+		{"merger nil fn", second(namedlock.NewMerger[int, int](f.locker, app, nil)), namedlock.ErrInvalidArgument},
+	} {
+		if !errors.Is(tc.err, tc.want) {
+			t.Errorf("%s: %v, want %v", tc.name, tc.err, tc.want)
+		}
+	}
+	if h := holderOf(t, admin(t), keyfmt.Portable(key)); h != 0 {
+		t.Errorf("the key is held by session %d after refused calls", h)
+	}
+}
+
+func second[T any](_ T, err error) error { return err }
