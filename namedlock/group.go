@@ -538,14 +538,14 @@ func (gt *groupTx) commit(key string) error {
 		// The server answered: it did not commit.
 		return fail(key, "", gt.r.call+": commit: "+cerr.Error(), cerr)
 	}
-	committed, known := gt.committed()
+	committed, why := gt.committed()
 	switch {
-	case known && committed:
+	case why == "" && committed:
 		return nil
-	case known:
+	case why == "":
 		return fail(key, "", gt.r.call+": commit: "+cerr.Error()+"; the transaction was rolled back", cerr)
 	}
-	return fail(key, "", gt.r.call+": commit: "+cerr.Error()+"; whether it was applied could not be learned", ErrCommitUnknown, cerr)
+	return fail(key, "", gt.r.call+": commit: "+cerr.Error()+"; whether it was applied could not be learned ("+why+")", ErrCommitUnknown, cerr)
 }
 
 // committed learns whether the group's transaction committed, after its
@@ -554,26 +554,26 @@ func (gt *groupTx) commit(key string) error {
 // the group's last token if it committed, the one before its first if
 // not. That holds only while nobody else minted: so the lock's session is
 // checked to have held the lock until after the read.
-func (gt *groupTx) committed() (committed, known bool) {
+func (gt *groupTx) committed() (committed bool, unknown string) {
 	f := gt.l.cfg.fence
 	ctx, cancel := context.WithTimeout(context.Background(), gt.l.cfg.releaseTimeout)
 	defer cancel()
 	var tok uint64
 	err := f.db.QueryRowContext(ctx, "SELECT token FROM "+f.quoted+" WHERE name = ? LOCK IN SHARE MODE", gt.k.q.name).Scan(&tok)
 	if err != nil {
-		return false, false
+		return false, "read the fence row: " + err.Error()
 	}
 	read := time.Now()
-	if gt.k.sess.check(gt.l.bg, gt.l.cfg.checkTimeout, read) != nil {
-		return false, false
+	if err := gt.k.sess.check(gt.l.bg, gt.l.cfg.checkTimeout, read); err != nil {
+		return false, "the lock's session: " + err.Error()
 	}
 	switch tok {
 	case gt.first + gt.n - 1:
-		return true, true
+		return true, ""
 	case gt.first - 1:
-		return false, true
+		return false, ""
 	}
-	return false, false
+	return false, fmt.Sprintf("the fence row holds token %d, the group minted %d to %d", tok, gt.first, gt.first+gt.n-1)
 }
 
 // deliver gives the group's outcome to the members waiting for it.
