@@ -162,6 +162,9 @@ type usecaseInstance struct {
 	variant *instance
 	// variantPlain: the same without fencing (the serial-dotx-b contender).
 	variantPlain *instance
+	// batchVariant: a fenced Locker with other group bounds (the
+	// dobatch-b and merger-b contenders; see benchBatchEnv).
+	batchVariant *instance
 }
 
 // rawFor returns the raw connection caller w uses, and a function that
@@ -250,6 +253,17 @@ func runUseCase(b *testing.B, uc useCase) []*contender {
 		}
 	}
 
+	for _, in := range insts {
+		if v := os.Getenv(benchBatchEnv); v != "" {
+			n, d, _ := strings.Cut(v, ",")
+			count, err1 := strconv.Atoi(n)
+			dur, err2 := time.ParseDuration(d)
+			if err1 != nil || err2 != nil {
+				b.Fatalf("%s=%q: want count,duration (WithBatchLimits)", benchBatchEnv, v)
+			}
+			in.batchVariant = newInstanceWithPool(b, poolOpts, append(benchOptions(b), namedlock.WithFencing(in.app, fence), namedlock.WithBatchLimits(count, dur))...)
+		}
+	}
 	cs := usecaseContenders(uc, insts)
 	table := productsTable(b, insts[0].app, cs, uc.products)
 	q := usecaseQueries(table)
@@ -370,6 +384,11 @@ const benchContendersEnv = "NAMEDLOCK_BENCH_CONTENDERS"
 // (fenced-dotx-b/fenced-dotx-med, serial-dotx-b/serial-dotx-med).
 const benchVariantEnv = "NAMEDLOCK_BENCH_VARIANT"
 
+// benchBatchEnv, when set to count,duration, adds the contenders dobatch-b
+// and merger-b: dobatch and merger on Lockers with those group bounds
+// (WithBatchLimits), paired with the defaults in one alternating run.
+const benchBatchEnv = "NAMEDLOCK_BENCH_BATCH"
+
 // usecaseContenders returns the eight contenders, ten with
 // $NAMEDLOCK_BENCH_VARIANT (or those named by $NAMEDLOCK_BENCH_CONTENDERS),
 // their product ids apart.
@@ -377,6 +396,9 @@ func usecaseContenders(uc useCase, insts []*usecaseInstance) []*contender {
 	names := []string{"raw", "do", "dotx", "fenced-dotx", "serial-dotx", "forupdate", "forupdate-plus1", "ceiling", "dobatch", "merger"}
 	if os.Getenv(benchVariantEnv) != "" {
 		names = append(names, "fenced-dotx-b", "serial-dotx-b")
+	}
+	if os.Getenv(benchBatchEnv) != "" {
+		names = append(names, "dobatch-b", "merger-b")
 	}
 	only := map[string]bool{}
 	if v := os.Getenv(benchContendersEnv); v != "" {
@@ -391,7 +413,7 @@ func usecaseContenders(uc useCase, insts []*usecaseInstance) []*contender {
 		}
 		cs = append(cs, &contender{
 			name:  n,
-			named: n == "raw" || n == "do" || strings.Contains(n, "dotx") || n == "dobatch" || n == "merger",
+			named: n == "raw" || n == "do" || strings.Contains(n, "dotx") || strings.HasPrefix(n, "dobatch") || strings.HasPrefix(n, "merger"),
 			base:  (i + 1) * usecaseIDs,
 			per:   make([]atomic.Int64, len(insts)),
 		})
@@ -552,18 +574,26 @@ func (q usecaseQ) seller(name string, base int, keys []string) func(ctx context.
 				return q.sellIn(ctx, tx.Tx, q.read, base+j)
 			})
 		}
-	case "dobatch":
+	case "dobatch", "dobatch-b":
 		return func(ctx context.Context, in *usecaseInstance, _, j int) error {
-			return in.fenced.locker.DoBatch(ctx, keys[j], in.app, func(ctx context.Context, tx *sql.Tx) error {
+			l := in.fenced.locker
+			if name == "dobatch-b" {
+				l = in.batchVariant.locker
+			}
+			return l.DoBatch(ctx, keys[j], in.app, func(ctx context.Context, tx *sql.Tx) error {
 				return q.sellIn(ctx, tx, q.read, base+j)
 			})
 		}
-	case "merger":
+	case "merger", "merger-b":
 		var mergers sync.Map // *usecaseInstance → *namedlock.Merger[int, int64]
 		return func(ctx context.Context, in *usecaseInstance, _, j int) error {
 			m, ok := mergers.Load(in)
 			if !ok {
-				nm, err := namedlock.NewMerger(in.fenced.locker, in.app, q.sellGroup)
+				l := in.fenced.locker
+				if name == "merger-b" {
+					l = in.batchVariant.locker
+				}
+				nm, err := namedlock.NewMerger(l, in.app, q.sellGroup)
 				if err != nil {
 					return err
 				}
@@ -663,8 +693,8 @@ func reportUseCase(b *testing.B, cs []*contender, ref string, instances int) {
 	for _, c := range cs {
 		byName[c.name] = c
 	}
-	pairs := [][2]string{{"fenced-dotx-b", "fenced-dotx"}, {"serial-dotx-b", "serial-dotx"}} // a variant, paired
-	if ref == "forupdate" {                                                                  // fenced DoTx against a row lock with its statement count
+	pairs := [][2]string{{"fenced-dotx-b", "fenced-dotx"}, {"serial-dotx-b", "serial-dotx"}, {"dobatch-b", "dobatch"}, {"merger-b", "merger"}} // a variant, paired
+	if ref == "forupdate" {                                                                                                                    // fenced DoTx against a row lock with its statement count
 		pairs = append(pairs, [2]string{"fenced-dotx", "forupdate-plus1"})
 	}
 	for _, p := range pairs {

@@ -108,6 +108,9 @@ type groupQueue struct {
 	// stopWait, while the worker waits for the lock, ends that wait (the
 	// last pending caller left).
 	stopWait context.CancelFunc
+	// wake, while the worker waits for a caller after a group, is closed
+	// by the next one to queue.
+	wake chan struct{}
 }
 
 // memberState is where a caller of a group queue is.
@@ -190,6 +193,10 @@ func (l *Locker) enqueue(gk groupKey, m *member, r groupRunner) error {
 		go l.groupWorker(gq, r)
 	}
 	gq.pending = append(gq.pending, m)
+	if gq.wake != nil {
+		close(gq.wake)
+		gq.wake = nil
+	}
 	return nil
 }
 
@@ -266,14 +273,41 @@ func (l *Locker) groupWorker(gq *groupQueue, r groupRunner) {
 			}
 		}
 		l.runGroup(gq, k, r)
-		b.mu.Lock()
-		more := len(gq.pending) > 0
-		b.mu.Unlock()
-		if !more || !l.keepForGroup(k) {
+		if !l.awaitArrival(gq) || !l.keepForGroup(k) {
 			_ = l.releaseAll([]*Lock{k})
 			k = nil
 		}
 	}
+}
+
+// groupGrace is how long a worker holding the lock waits, after a group,
+// for a caller to queue before it lets the lock go: the callers of the
+// group just committed are on their way back, and a new group without
+// them would be small.
+const groupGrace = 200 * time.Microsecond
+
+// awaitArrival reports whether a caller is queued in gq, waiting up to
+// groupGrace for one.
+func (l *Locker) awaitArrival(gq *groupQueue) bool {
+	b := &l.batch
+	b.mu.Lock()
+	if len(gq.pending) > 0 {
+		b.mu.Unlock()
+		return true
+	}
+	wake := make(chan struct{})
+	gq.wake = wake
+	b.mu.Unlock()
+	t := time.NewTimer(groupGrace)
+	select {
+	case <-wake:
+	case <-t.C:
+	}
+	t.Stop()
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	gq.wake = nil
+	return len(gq.pending) > 0
 }
 
 // failPending fails every pending caller of gq with err.
@@ -563,15 +597,15 @@ func (gt *groupTx) committed() (committed bool, unknown string) {
 	if err != nil {
 		return false, "read the fence row: " + err.Error()
 	}
+	if tok == gt.first-1 {
+		return false, "" // a mint after a commit of the group would have gone past its last
+	}
 	read := time.Now()
 	if err := gt.k.sess.check(gt.l.bg, gt.l.cfg.checkTimeout, read); err != nil {
 		return false, "the lock's session: " + err.Error()
 	}
-	switch tok {
-	case gt.first + gt.n - 1:
+	if tok == gt.first+gt.n-1 {
 		return true, ""
-	case gt.first - 1:
-		return false, ""
 	}
 	return false, fmt.Sprintf("the fence row holds token %d, the group minted %d to %d", tok, gt.first, gt.first+gt.n-1)
 }
