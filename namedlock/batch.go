@@ -47,10 +47,13 @@ import (
 //     that fails on the client's side is resolved by reading the fence row
 //     while the lock is still held; when that cannot be learned, the error
 //     matches [ErrCommitUnknown].
-//   - When the lock is lost (or Close takes it) during a group, no further
-//     section of it starts (those callers get an error matching
-//     ErrNotAcquired); the sections that ran are committed, kept in order
-//     by the fence row as a fenced [Locker.DoTx] is.
+//   - When the lock is lost (or Close takes it) during a group, fn's ctx
+//     ends (its cause says why): a statement running on it then closes the
+//     connection, and the whole group fails, nothing of it committed.
+//     Otherwise no further section of the group starts (those callers get
+//     an error matching ErrNotAcquired) and the sections that ran are
+//     committed, kept in order by the fence row as a fenced [Locker.DoTx]
+//     is. Close waits for the section running, whose ctx it ends.
 //
 // What fn must not do: commit or roll back the transaction (tx.Commit,
 // tx.Rollback, or a COMMIT, ROLLBACK or statement that commits

@@ -72,7 +72,11 @@ var ErrSectionEndedTx = errors.New("namedlock: a section ended the group's trans
 
 // ErrCommitUnknown: the COMMIT of a group failed on the client's side (its
 // connection broke) and whether the server applied it could not be
-// learned. Look at the data.
+// learned. Such a COMMIT is resolved by a locking read of the fence row
+// once the server has ended the transaction; it stays unknown only when
+// the row moved past the group's tokens and the lock's session could not
+// be proven to have held the lock throughout (it was lost meanwhile, so
+// another holder may have minted since). Look at the data.
 var ErrCommitUnknown = errors.New("namedlock: the outcome of the group's COMMIT is unknown")
 
 // batchSet is the Locker's group queues. Its fields are guarded by mu,
