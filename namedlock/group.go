@@ -404,6 +404,9 @@ type groupTx struct {
 	ok  []*member
 	res []any
 	sp  int // savepoints set
+	// broke is set when a section's error says the connection broke:
+	// database/sql then ends the transaction itself (sql.ErrTxDone).
+	broke bool
 }
 
 // runGroup runs one group of gq under k, which it keeps held.
@@ -437,7 +440,9 @@ func (l *Locker) runGroup(gq *groupQueue, k *Lock, r groupRunner) {
 	}
 	k.token.Store(gt.first + gt.n - 1)
 	var gerr error // the group cannot commit
+	var proven func() error
 	if r.merge {
+		proven = gt.prove() // beside fn
 		gerr = gt.runMerged(gctx, g)
 	} else {
 		start := time.Now()
@@ -458,10 +463,18 @@ func (l *Locker) runGroup(gq *groupQueue, k *Lock, r groupRunner) {
 			}
 		}
 	}
+	if proven == nil && gerr == nil && len(gt.ok) > 0 {
+		proven = gt.prove() // beside the RELEASE SAVEPOINT
+	}
 	if gerr == nil && len(gt.ok) > 0 && gt.sp > 0 {
 		// A section that ended the transaction left no savepoint behind.
 		if _, err := tx.ExecContext(context.Background(), "RELEASE SAVEPOINT nl_s1"); err != nil {
 			gerr = fail(gq.gk.key, "", r.call+": a section ended the group's transaction (its savepoints are gone: "+err.Error()+"); what the sections before it wrote may have been committed", ErrSectionEndedTx, err)
+		}
+	}
+	if proven != nil {
+		if err := proven(); err != nil && gerr == nil && len(gt.ok) > 0 {
+			gerr = fail(gq.gk.key, "", r.call+": the lock was lost before the group's COMMIT, which was rolled back instead: "+err.Error(), ErrLockLost, err)
 		}
 	}
 	if gerr != nil {
@@ -474,6 +487,18 @@ func (l *Locker) runGroup(gq *groupQueue, k *Lock, r groupRunner) {
 		return
 	}
 	gt.deliver(gt.commit(gq.gk.key))
+}
+
+// prove starts a check that the lock's session holds the lock now, in a
+// goroutine of its own, and returns the wait for its result: a group
+// whose lock is found lost before its COMMIT is rolled back, and one
+// proven held then has its COMMIT's outcome learned from the fence row
+// should its connection break under it (committed).
+func (gt *groupTx) prove() func() error {
+	since := time.Now()
+	ch := make(chan error, 1)
+	go func() { ch <- gt.k.sess.check(gt.l.bg, gt.l.cfg.checkTimeout, since) }()
+	return func() error { return <-ch }
 }
 
 // section runs m's section, with token tok, in the group's transaction,
@@ -496,6 +521,7 @@ func (gt *groupTx) section(gctx context.Context, m *member, tok uint64) error {
 	case e.skipped:
 	case e.err != nil || e.panicked:
 		// Its caller has its error (or its panic): only its work is undone.
+		gt.broke = gt.broke || isConnClosed(e.err) || gctx.Err() != nil // a statement cut by the group's ctx closes the connection
 		if _, err := gt.tx.ExecContext(context.Background(), "ROLLBACK TO SAVEPOINT "+sp); err != nil {
 			return gt.txGone(err)
 		}
@@ -509,7 +535,7 @@ func (gt *groupTx) section(gctx context.Context, m *member, tok uint64) error {
 // transaction was ended by a section, or its connection broke.
 func (gt *groupTx) txGone(err error) error {
 	key := gt.k.key
-	if errors.Is(err, sql.ErrTxDone) || isNoSavepoint(err) {
+	if !gt.broke && !isConnClosed(err) && (errors.Is(err, sql.ErrTxDone) || isNoSavepoint(err)) {
 		return fail(key, "", gt.r.call+": a section ended the group's transaction ("+err.Error()+"); what the sections before it wrote may have been committed", ErrSectionEndedTx, err)
 	}
 	return fail(key, "", gt.r.call+": the group's transaction failed, nothing of it was committed: "+err.Error(), err)
