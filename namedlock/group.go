@@ -79,8 +79,8 @@ var ErrSectionEndedTx = errors.New("namedlock: a section ended the group's trans
 // another holder may have minted since). Look at the data.
 var ErrCommitUnknown = errors.New("namedlock: the outcome of the group's COMMIT is unknown")
 
-// batchSet is the Locker's group queues. Its fields are guarded by mu,
-// which is never held together with Locker.mu.
+// batchSet is the Locker's group queues. Its fields are guarded by mu.
+// Lock order: mu, then Locker.mu.
 type batchSet struct {
 	mu     sync.Mutex
 	queues map[groupKey]*groupQueue
@@ -275,6 +275,11 @@ func (l *Locker) groupWorker(gq *groupQueue, r groupRunner) {
 				}
 				continue
 			}
+		}
+		if k.Err() != nil { // lost (or taken by Close) between two groups
+			_ = l.releaseAll([]*Lock{k})
+			k = nil
+			continue
 		}
 		l.runGroup(gq, k, r)
 		if !l.awaitArrival(gq) || !l.keepForGroup(k) {
