@@ -388,3 +388,33 @@ func TestDoBatchRefused(t *testing.T) {
 }
 
 func second[T any](_ T, err error) error { return err }
+
+// TestDoBatchClose: Close fails the callers queued for a group with
+// ErrClosed, waits for the group workers (no goroutine outlives it), and
+// a DoBatch after Close returns ErrClosed without running fn.
+func TestDoBatchClose(t *testing.T) {
+	leakCheck(t)
+	f := newBatchFixture(t)
+	ctx := testCtx(t, 30*time.Second)
+	k := mustAcquire(t, f.in.locker, f.key)
+	errs := make([]error, 4)
+	var wg sync.WaitGroup
+	for i := range errs {
+		wg.Go(func() { errs[i] = f.in.locker.DoBatch(ctx, f.key, f.app, f.increment(i)) })
+	}
+	eventually(t, 10*time.Second, "4 callers queued", func() bool { return namedlock.BatchPending(f.in.locker) == 4 })
+	returnsWithin(t, 10*time.Second, "Close", func() { _ = f.in.locker.Close() })
+	wg.Wait()
+	for i, err := range errs {
+		if !errors.Is(err, namedlock.ErrClosed) {
+			t.Errorf("caller %d: %v, want ErrClosed", i, err)
+		}
+	}
+	_ = k.Release(ctx)
+	if err := f.in.locker.DoBatch(ctx, f.key, f.app, func(context.Context, *sql.Tx) error { t.Error("fn ran after Close"); return nil }); !errors.Is(err, namedlock.ErrClosed) {
+		t.Errorf("DoBatch after Close: %v, want ErrClosed", err)
+	}
+	if counter, rows := f.history(t); counter != 0 || len(rows) != 0 {
+		t.Errorf("counter %d, %d rows, want nothing committed", counter, len(rows))
+	}
+}
