@@ -48,12 +48,14 @@ import (
 //     while the lock is still held; when that cannot be learned, the error
 //     matches [ErrCommitUnknown].
 //   - When the lock is lost (or Close takes it) during a group, fn's ctx
-//     ends (its cause says why): a statement running on it then closes the
-//     connection, and the whole group fails, nothing of it committed.
-//     Otherwise no further section of the group starts (those callers get
-//     an error matching ErrNotAcquired) and the sections that ran are
-//     committed, kept in order by the fence row as a fenced [Locker.DoTx]
-//     is. Close waits for the section running, whose ctx it ends.
+//     ends (its cause says why), no further section of the group starts
+//     (those callers get an error matching ErrNotAcquired), and the group
+//     is rolled back: before its COMMIT a group proves, beside its last
+//     statement, that its lock is still held, and every caller waiting in
+//     a group found without it gets an error matching [ErrLockLost]. A
+//     loss after that proof does not fail the group: its COMMIT is kept in
+//     order by the fence row, as a fenced [Locker.DoTx]'s is. Close waits
+//     for the section running, whose ctx it ends.
 //
 // What fn must not do: commit or roll back the transaction (tx.Commit,
 // tx.Rollback, or a COMMIT, ROLLBACK or statement that commits

@@ -458,7 +458,7 @@ func (l *Locker) runGroup(gq *groupQueue, k *Lock, r groupRunner) {
 			}
 			if gctx.Err() != nil {
 				// The lock was lost or Close took it: start no more
-				// sections; what ran commits under the fence.
+				// sections (the proof below rolls the group back).
 				l.endRest(g[i:], fail(m.key, "not acquired", "the group's lock was lost (or the Locker closed) before this section started", ErrNotAcquired, context.Cause(gctx)))
 				break
 			}
