@@ -28,7 +28,7 @@ import (
 // Defaults of the group bounds ([WithBatchLimits]).
 const (
 	// DefaultBatchMaxSections is the most callers one group takes.
-	DefaultBatchMaxSections = 64
+	DefaultBatchMaxSections = 256
 	// DefaultBatchMaxTime is how long a group goes on starting sections
 	// after its first one started; the callers it did not reach go to the
 	// next group.
