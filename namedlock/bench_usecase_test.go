@@ -27,6 +27,14 @@ package namedlock_test
 //     on a hot key (fenced-dotx/forupdate-plus1 shows what is left).
 //   - ceiling: one UPDATE … SET stock = stock − 1 WHERE id = ? AND stock > 0,
 //     the fastest way to sell from one row (and no lock at all).
+//   - dobatch: Locker.DoBatch on the fenced Locker, SELECT and UPDATE in fn
+//     (the dotx section unchanged): the sections queued in one process run
+//     in one transaction, one savepoint each, committed once;
+//   - merger: a Merger on the fenced Locker whose fn sells for the whole
+//     group at once: one read of the stock, one write of stock − n.
+//
+// Each contender's p50 and p99 latency (of the timed sections, in ms) is
+// reported beside its throughput.
 //
 // Every section runs on a fresh cancellable ctx (context.WithCancel of a
 // background ctx that only a watchdog cancels, when the run stalls), as a
@@ -46,6 +54,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -155,6 +164,9 @@ type usecaseInstance struct {
 	// variantPlain: the same with the serializable handoff instead of
 	// fencing (the serial-dotx-b contender).
 	variantPlain *instance
+	// batchVariant: a fenced Locker with other group bounds (the
+	// dobatch-b and merger-b contenders; see benchBatchEnv).
+	batchVariant *instance
 }
 
 // rawFor returns the raw connection caller w uses, and a function that
@@ -177,6 +189,27 @@ type contender struct {
 	sold  atomic.Int64   // successful sections, warm-up included: what the stock must show
 	per   []atomic.Int64 // timed sections per instance
 	phase *phase
+	latMu sync.Mutex
+	lats  []time.Duration // of the timed sections
+}
+
+// latency records one section's duration.
+func (c *contender) latency(d time.Duration) {
+	c.latMu.Lock()
+	c.lats = append(c.lats, d)
+	c.latMu.Unlock()
+}
+
+// percentile returns the p-th percentile (0 < p < 100) of c's latencies.
+func (c *contender) percentile(p float64) time.Duration {
+	c.latMu.Lock()
+	defer c.latMu.Unlock()
+	if len(c.lats) == 0 {
+		return 0
+	}
+	s := slices.Clone(c.lats)
+	slices.Sort(s)
+	return s[min(len(s)-1, int(float64(len(s))*p/100))]
 }
 
 // runUseCase builds uc's instances, products and contenders, warms them,
@@ -223,6 +256,17 @@ func runUseCase(b *testing.B, uc useCase) []*contender {
 		}
 	}
 
+	for _, in := range insts {
+		if v := os.Getenv(benchBatchEnv); v != "" {
+			n, d, _ := strings.Cut(v, ",")
+			count, err1 := strconv.Atoi(n)
+			dur, err2 := time.ParseDuration(d)
+			if err1 != nil || err2 != nil {
+				b.Fatalf("%s=%q: want count,duration (WithBatchLimits)", benchBatchEnv, v)
+			}
+			in.batchVariant = newInstanceWithPool(b, poolOpts, append(benchOptions(b), namedlock.WithFencing(in.app, fence), namedlock.WithBatchLimits(count, dur))...)
+		}
+	}
 	cs := usecaseContenders(uc, insts)
 	table := productsTable(b, insts[0].app, cs, uc.products)
 	q := usecaseQueries(table)
@@ -248,7 +292,9 @@ func runUseCase(b *testing.B, uc useCase) []*contender {
 				j = rand.IntN(uc.products)
 			}
 			ctx, cancel := context.WithCancel(parent)
+			start := time.Now()
 			err := c.sell(ctx, insts[inst], local, j)
+			c.latency(time.Since(start))
 			cancel()
 			if err != nil {
 				if parent.Err() != nil {
@@ -275,6 +321,7 @@ func runUseCase(b *testing.B, uc useCase) []*contender {
 		for i := range c.per {
 			c.per[i].Store(0)
 		}
+		c.lats = nil
 	}
 	b.ResetTimer()
 	alternateIn(b, uc.rounds, phases...)
@@ -340,13 +387,21 @@ const benchContendersEnv = "NAMEDLOCK_BENCH_CONTENDERS"
 // (fenced-dotx-b/fenced-dotx-med, serial-dotx-b/serial-dotx-med).
 const benchVariantEnv = "NAMEDLOCK_BENCH_VARIANT"
 
+// benchBatchEnv, when set to count,duration, adds the contenders dobatch-b
+// and merger-b: dobatch and merger on Lockers with those group bounds
+// (WithBatchLimits), paired with the defaults in one alternating run.
+const benchBatchEnv = "NAMEDLOCK_BENCH_BATCH"
+
 // usecaseContenders returns the eight contenders, ten with
 // $NAMEDLOCK_BENCH_VARIANT (or those named by $NAMEDLOCK_BENCH_CONTENDERS),
 // their product ids apart.
 func usecaseContenders(uc useCase, insts []*usecaseInstance) []*contender {
-	names := []string{"raw", "do", "dotx", "fenced-dotx", "serial-dotx", "forupdate", "forupdate-plus1", "ceiling"}
+	names := []string{"raw", "do", "dotx", "fenced-dotx", "serial-dotx", "forupdate", "forupdate-plus1", "ceiling", "dobatch", "merger"}
 	if os.Getenv(benchVariantEnv) != "" {
 		names = append(names, "fenced-dotx-b", "serial-dotx-b")
+	}
+	if os.Getenv(benchBatchEnv) != "" {
+		names = append(names, "dobatch-b", "merger-b")
 	}
 	only := map[string]bool{}
 	if v := os.Getenv(benchContendersEnv); v != "" {
@@ -361,7 +416,7 @@ func usecaseContenders(uc useCase, insts []*usecaseInstance) []*contender {
 		}
 		cs = append(cs, &contender{
 			name:  n,
-			named: n == "raw" || n == "do" || strings.Contains(n, "dotx"),
+			named: n == "raw" || n == "do" || strings.Contains(n, "dotx") || strings.HasPrefix(n, "dobatch") || strings.HasPrefix(n, "merger"),
 			base:  (i + 1) * usecaseIDs,
 			per:   make([]atomic.Int64, len(insts)),
 		})
@@ -436,6 +491,29 @@ func (q usecaseQ) sellIn(ctx context.Context, tx *sql.Tx, read string, id int) e
 	return nil
 }
 
+// sellGroup is the merger's fn: it sells one unit to each request (a
+// product id; one key, so one product) with one read and one write, and
+// returns the stock each one left.
+func (q usecaseQ) sellGroup(ctx context.Context, tx *sql.Tx, _ string, ids []int) ([]int64, error) {
+	id := ids[0]
+	var stock int64
+	if err := tx.QueryRowContext(ctx, q.read, id).Scan(&stock); err != nil {
+		return nil, fmt.Errorf("read stock of %d: %w", id, err)
+	}
+	n := int64(len(ids))
+	if stock < n {
+		return nil, fmt.Errorf("product %d sold out (stock %d, %d asked)", id, stock, n)
+	}
+	if _, err := tx.ExecContext(ctx, q.write, stock-n, id); err != nil {
+		return nil, fmt.Errorf("write stock of %d: %w", id, err)
+	}
+	left := make([]int64, len(ids))
+	for i := range left {
+		left[i] = stock - int64(i) - 1
+	}
+	return left, nil
+}
+
 // sellTx runs sellIn in a transaction of its own on db and commits it.
 func (q usecaseQ) sellTx(ctx context.Context, db *sql.DB, read string, id int) error {
 	tx, err := db.BeginTx(ctx, nil)
@@ -498,6 +576,34 @@ func (q usecaseQ) seller(name string, base int, keys []string) func(ctx context.
 			return l.DoTx(ctx, keys[j], in.appx.DB, serializable, func(ctx context.Context, tx *sql.Tx) error {
 				return q.sellIn(ctx, tx, q.read, base+j)
 			})
+		}
+	case "dobatch", "dobatch-b":
+		return func(ctx context.Context, in *usecaseInstance, _, j int) error {
+			l := in.fenced.locker
+			if name == "dobatch-b" {
+				l = in.batchVariant.locker
+			}
+			return l.DoBatch(ctx, keys[j], in.app, func(ctx context.Context, tx *sql.Tx) error {
+				return q.sellIn(ctx, tx, q.read, base+j)
+			})
+		}
+	case "merger", "merger-b":
+		var mergers sync.Map // *usecaseInstance → *namedlock.Merger[int, int64]
+		return func(ctx context.Context, in *usecaseInstance, _, j int) error {
+			m, ok := mergers.Load(in)
+			if !ok {
+				l := in.fenced.locker
+				if name == "merger-b" {
+					l = in.batchVariant.locker
+				}
+				nm, err := namedlock.NewMerger(l, in.app, q.sellGroup)
+				if err != nil {
+					return err
+				}
+				m, _ = mergers.LoadOrStore(in, nm)
+			}
+			_, err := m.(*namedlock.Merger[int, int64]).Do(ctx, keys[j], base+j)
+			return err
 		}
 	case "forupdate":
 		return func(ctx context.Context, in *usecaseInstance, _, j int) error {
@@ -571,6 +677,8 @@ func reportUseCase(b *testing.B, cs []*contender, ref string, instances int) {
 			r = c
 		}
 		b.ReportMetric(c.phase.rate(), c.name+"-sections/s")
+		b.ReportMetric(float64(c.percentile(50))/1e6, c.name+"-p50-ms")
+		b.ReportMetric(float64(c.percentile(99))/1e6, c.name+"-p99-ms")
 	}
 	for _, c := range cs {
 		if r == nil { // ref left out by $NAMEDLOCK_BENCH_CONTENDERS: no ratios to it
@@ -588,8 +696,8 @@ func reportUseCase(b *testing.B, cs []*contender, ref string, instances int) {
 	for _, c := range cs {
 		byName[c.name] = c
 	}
-	pairs := [][2]string{{"fenced-dotx-b", "fenced-dotx"}, {"serial-dotx-b", "serial-dotx"}} // a variant, paired
-	if ref == "forupdate" {                                                                  // fenced DoTx against a row lock with its statement count
+	pairs := [][2]string{{"fenced-dotx-b", "fenced-dotx"}, {"serial-dotx-b", "serial-dotx"}, {"dobatch-b", "dobatch"}, {"merger-b", "merger"}} // a variant, paired
+	if ref == "forupdate" {                                                                                                                    // fenced DoTx against a row lock with its statement count
 		pairs = append(pairs, [2]string{"fenced-dotx", "forupdate-plus1"})
 	}
 	for _, p := range pairs {

@@ -196,6 +196,24 @@
 //
 // Without fencing nothing changes: no table, no extra statement.
 //
+// # Batching: many critical sections, one commit
+//
+// On one hot key every caller of DoTx pays its own durable COMMIT, one
+// after another. [Locker.DoBatch] and a [Merger] pay one per group: the
+// callers of a key queued in this process when its lock comes are run
+// together, in one transaction on the fence's database, committed once.
+// Both are always fenced (one mint per group, one token per request), and
+// the lock goes to no one else before the group's COMMIT has returned.
+//
+// Which to use: DoBatch takes a critical section written for DoTx
+// unchanged; each runs in a savepoint of its own, so one section's error
+// or panic undoes only its own work. It saves the COMMITs, and pays off
+// where a COMMIT costs much (MySQL with its default durability; many
+// callers). A Merger's fn is written for a group: it gets every request at
+// once and can serve them with one read, one write and one multi-row
+// insert; that is where the large gains are, on every server. The README's
+// Performance section has the figures.
+//
 // # Lock names
 //
 // The server lock of key is named [keyfmt.Portable](key), the one mapping
@@ -220,7 +238,9 @@
 // fence.go mints fencing tokens; do.go and dotx.go wrap critical sections
 // (serialtx.go is DoTx with the serializable handoff, handing its lock on
 // before its COMMIT; the subpackage sqlxlock reaches DoTx through
-// internal/txhook); event.go and
+// internal/txhook); group.go runs the groups of batch.go (DoBatch) and
+// merger.go (Merger): a worker per busy key takes the lock, mints, runs the
+// sections in their callers' goroutines and commits; event.go and
 // stats.go are what an observer and Stats see (the metrics adapters live in
 // the subpackages promlock and otellock, so that this one imports neither).
 package namedlock

@@ -66,12 +66,14 @@ var (
 	// holds it. The transaction was rolled back. Such an error also matches
 	// ErrNotAcquired.
 	ErrFenceWait = errors.New("namedlock: fence row held by an earlier holder's open transaction")
-	// ErrCommitUnknown: the COMMIT of a [Locker.DoTx] transaction was sent
-	// and no answer came back (the application's connection broke, or the
-	// server ended its session, during the COMMIT), so the transaction may
-	// have committed or not: nothing the library can read tells which. Do
-	// not run it again blindly: check whether its writes are there (a row
-	// it inserted, an idempotency key) first. The error also matches the
+	// ErrCommitUnknown: the COMMIT of a [Locker.DoTx] transaction, or of
+	// the group of a [Locker.DoBatch] or [Merger], was sent and no answer
+	// came back (the application's connection broke, or the server ended
+	// its session, during the COMMIT), so the transaction may have
+	// committed or not, and nothing the library could read tells which (a
+	// group first tries to learn it from the fence row: see DoBatch). Do not
+	// run it again blindly: check whether its writes are there (a row it
+	// inserted, an idempotency key) first. The error also matches the
 	// driver's.
 	ErrCommitUnknown = errors.New("namedlock: the transaction may have committed: its COMMIT's outcome is unknown")
 	// ErrNeedsInterpolation: on TiDB, the lock pool's driver sends

@@ -122,6 +122,11 @@ func (f *fenceTable) snapshotAtFirst() bool {
 // at its mint, so it would wait for nobody and fail at its COMMIT behind
 // any other holder.
 func (f *fenceTable) mintInTx(ctx context.Context, tx *sql.Tx, key, name string) (uint64, error) {
+	return f.mintBlockInTx(ctx, tx, key, name, 1)
+}
+
+// mintBlockInTx is mintInTx for n tokens: it returns the first.
+func (f *fenceTable) mintBlockInTx(ctx context.Context, tx *sql.Tx, key, name string, n uint64) (uint64, error) {
 	if f.snapshotAtFirst() {
 		var pessimistic bool
 		if err := tx.QueryRowContext(ctx, "SELECT "+flavor.TxnModeExpr).Scan(&pessimistic); err != nil {
@@ -131,7 +136,7 @@ func (f *fenceTable) mintInTx(ctx context.Context, tx *sql.Tx, key, name string)
 			return 0, fail(key, "", "fencing misconfigured: the application's session runs TiDB transactions in optimistic mode (tidb_txn_mode is not 'pessimistic'): a fenced DoTx there takes no lock at its mint, so it cannot wait for the previous holder's commit; set tidb_txn_mode = 'pessimistic' (TiDB's default) for the pool given to WithFencing", ErrFencing)
 		}
 	}
-	return f.mint(ctx, tx, key, name, 1)
+	return f.mint(ctx, tx, key, name, n)
 }
 
 // refuseLevel returns the error of a fenced DoTx asked for isolation on a

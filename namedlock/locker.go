@@ -53,6 +53,7 @@ type Locker struct {
 	stats   counters
 	serial  serialDBs   // business databases whose serializable reads lock (serialtx.go)
 	budget  *connBudget // the lock pool's connections in use (budget.go); nil on a fake backend
+	batch   batchSet    // DoBatch's and Mergers' group queues (group.go)
 }
 
 // New returns a Locker on db, which should come from [pool.Open] (a
@@ -649,6 +650,7 @@ func (l *Locker) Close() error {
 		l.observe(ev)
 	}
 	l.closeIt(ErrClosed) // callers waiting at the server give up
+	l.batch.closeAndWait()
 
 	errs := make([]error, len(give))
 	var wg sync.WaitGroup

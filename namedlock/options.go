@@ -44,8 +44,10 @@ type config struct {
 	maxHandoffTime time.Duration
 	releaseTimeout time.Duration
 	observer       func(Event)
-	fence          *fenceTable // nil without fencing
-	serialHandoff  bool        // WithSerializableHandoff
+	fence          *fenceTable   // nil without fencing
+	serialHandoff  bool          // WithSerializableHandoff
+	batchMax       int           // WithBatchLimits; 0: the default
+	batchTime      time.Duration //
 }
 
 func defaultConfig() config {

@@ -20,7 +20,9 @@ func withLocks(ctx context.Context, locks []*Lock) context.Context {
 
 // TokenFromContext returns the fencing token of the lock on key held by
 // the Do, TryDo, DoTx or DoMulti whose fn received ctx (or a ctx derived
-// from it), and true. key is the key given to that call (for DoMulti, any
+// from it), and true; in a [Locker.DoBatch] section, that section's own
+// token, and in a [Merger]'s fn, the first of its group's tokens (request
+// i has the first plus i). key is the key given to that call (for DoMulti, any
 // one of its keys; a key with the same server name as one of them, see
 // [keyfmt.Portable], names the same lock). It returns 0 and false without
 // fencing ([WithFencing]), outside such a fn, when key is not one of the
