@@ -38,7 +38,12 @@ if [[ "${1:-}" == run ]]; then
 			echo "command: $cmd ./bench.sh"
 		} >"$f"
 		echo "perf.sh: $label: $cmd ./bench.sh" >&2
-		MYSQL_TEST_DSN="$dsn" BENCH_OUT="$f.raw" ./bench.sh >/dev/null
+		if ! MYSQL_TEST_DSN="$dsn" BENCH_OUT="$f.raw" ./bench.sh >/dev/null; then
+			kept=$(mktemp /tmp/perf-$label.XXXXXX)
+			cp "$f.raw" "$kept"
+			echo "perf.sh: $label: bench.sh failed; nothing in docs/ changed; its raw output is in $kept" >&2
+			exit 1
+		fi
 		cat "$f.raw" >>"$f"
 		rm -f "$f.raw"
 	done
