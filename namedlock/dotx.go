@@ -202,7 +202,7 @@ func unfencedTx[T txn](ctx context.Context, call string, k *Lock, begin func(con
 // waits (as a DoTx at SERIALIZABLE does when first in line): a handoff
 // comes right after the previous holder's mint, so this BEGIN is sent while
 // that holder still runs fn, off the path that holders of the key take one
-// after another (beginning while first in line measured no faster), and a
+// after another (beginning while first in line would not shorten it), and a
 // waiting caller holds no connection of the application's pool.
 func fencedDoTx[T txn](l *Locker, ctx context.Context, call, key string, opts *sql.TxOptions, begin func(context.Context) (T, error), fn func(ctx context.Context, tx T) error) (err error) {
 	if ctx == nil {
