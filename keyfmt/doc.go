@@ -24,13 +24,14 @@
 // outside the alphabet replaced by '_', truncated so that the whole name fits
 // in MaxLen bytes, and hash is the first 20 characters (100 bits) of the
 // lowercase, unpadded base32 encoding of the SHA-256 of the raw input bytes.
-// The '#' is deliberately outside the portable alphabet: a mapped name can
-// never equal a name returned unchanged, so two distinct inputs never share a
-// lock name unless their hashes collide in those 100 bits. Mapped names are
-// still ASCII, lowercase and at most MaxLen bytes, so every server treats them
-// identically; they are not themselves portable, and calling Portable on a
-// mapped name maps it again to a different name. Apply Portable exactly once,
-// to the original key.
+// The '#' is deliberately outside the portable alphabet, so a mapped name
+// never equals a portable one. Mapped names are still ASCII, lowercase and
+// at most MaxLen bytes, so every server treats them identically. They are
+// not themselves portable, but Portable is idempotent: it returns a mapped
+// name unchanged, so applying it to a name it returned is harmless. Two
+// distinct inputs therefore share a lock name only when one is the other's
+// mapped name (the same lock, on purpose) or their hashes collide in those
+// 100 bits.
 //
 // The mapping is a stable format, not an implementation detail: processes
 // that lock the same key must compute the same name, even when they run
@@ -53,14 +54,6 @@
 // SELECT GET_LOCK('product:42', ...) excludes a Locker holding the key
 // "product:42". A program that takes the same lock with raw SQL must in
 // general use Portable(Key(...)) as the name.
-//
-// Earlier versions of this package mapped inside Key as well, so a Locker
-// given Key's result for a non-portable join k locked Portable(Portable(k))
-// ("product:42_4kbjxyi65uadq45vjbmj#ax4333x3fi7sejltphkk" for Key("Product",
-// 42)). Processes running such a version and processes running this one
-// lock different server names for those keys and do not exclude each
-// other: do not run them side by side on such keys. Keys whose join is
-// portable ("product:42") are unaffected.
 //
 // Portable does not reject anything. In particular Portable("") returns a
 // mapped name ("#" followed by the hash); callers that consider an empty key
