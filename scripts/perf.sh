@@ -34,7 +34,7 @@ if [[ "${1:-}" == run ]]; then
 			echo "date: $(date -u +%Y-%m-%dT%H:%M:%SZ)"
 			echo "go: $(go env GOVERSION) $(go env GOOS)/$(go env GOARCH)"
 			echo "cores: $(nproc)"
-			echo "load: $(cut -d' ' -f1-3 /proc/loadavg) (1, 5, 15 min, when the run began)"
+			echo "load: $(cut -d' ' -f1-3 /proc/loadavg) (1, 5, 15 min)"
 			echo "command: $cmd ./bench.sh"
 		} >"$f"
 		echo "perf.sh: $label: $cmd ./bench.sh" >&2
