@@ -52,5 +52,5 @@ if [[ "${1:-}" == run ]]; then
 	cp "$tmp"/bench-*.txt docs/perf/
 fi
 
-go run ./internal/benchtable -doc -o docs/performance.md docs/perf/bench-*.txt
+go run ./internal/benchtable -doc -o docs/performance.md -readme README.md docs/perf/bench-*.txt
 echo "perf.sh: wrote docs/performance.md" >&2

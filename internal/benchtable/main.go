@@ -192,12 +192,37 @@ func main() {
 	os.Exit(run(os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
 }
 
+// writeDoc writes docs/performance.md for runs to out (stdout when empty),
+// and the headline figures into readme when it is not empty.
+func writeDoc(runs []*benchRun, out, readme string, stdout io.Writer) error {
+	page := performanceDoc(runs)
+	var err error
+	if out == "" {
+		_, err = io.WriteString(stdout, page)
+	} else {
+		err = os.WriteFile(out, []byte(page), 0o644)
+	}
+	if err != nil || readme == "" {
+		return err
+	}
+	b, err := os.ReadFile(readme)
+	if err != nil {
+		return err
+	}
+	text, err := replaceHeadline(string(b), headline(runs))
+	if err != nil {
+		return fmt.Errorf("%s: %v", readme, err)
+	}
+	return os.WriteFile(readme, []byte(text), 0o644)
+}
+
 // run is the command: it returns the exit status.
 func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("benchtable", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	doc := fs.Bool("doc", false, "write docs/performance.md from the raw output files given as arguments")
 	out := fs.String("o", "", "with -doc: the file to write (default: standard output)")
+	readme := fs.String("readme", "", "with -doc: also rewrite the headline figures of this README")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
@@ -206,15 +231,9 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 			fmt.Fprintln(stderr, "benchtable: -doc needs the raw output files (docs/perf/bench-*.txt)")
 			return 2
 		}
-		page, err := performanceDoc(fs.Args())
-		if err != nil {
-			fmt.Fprintln(stderr, "benchtable:", err)
-			return 1
-		}
-		if *out == "" {
-			_, err = io.WriteString(stdout, page)
-		} else {
-			err = os.WriteFile(*out, []byte(page), 0o644)
+		runs, err := readRuns(fs.Args())
+		if err == nil {
+			err = writeDoc(runs, *out, *readme, stdout)
 		}
 		if err != nil {
 			fmt.Fprintln(stderr, "benchtable:", err)

@@ -90,11 +90,20 @@ func writeRaw(t *testing.T, dir, name, content string) string {
 	return p
 }
 
+// docFor reads files and returns their page.
+func docFor(files []string) (string, error) {
+	runs, err := readRuns(files)
+	if err != nil {
+		return "", err
+	}
+	return performanceDoc(runs), nil
+}
+
 func TestPerformanceDoc(t *testing.T) {
 	dir := t.TempDir()
 	a := writeRaw(t, dir, "bench-mariadb.txt", rawRun)
 	b := writeRaw(t, dir, "bench-mysql.txt", strings.ReplaceAll(strings.ReplaceAll(rawRun, "MariaDB 10.11.19", "MySQL 9.7.4"), "0.70 fenced", "0.60 fenced"))
-	page, err := performanceDoc([]string{b, a}) // any order: the page is sorted by label
+	page, err := docFor([]string{b, a}) // any order: the page is sorted by label
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -123,7 +132,7 @@ func TestPerformanceDoc(t *testing.T) {
 	if i, j := strings.Index(page, "| fenced `DoTx` vs"), strings.Index(page, "| `batch` vs"); i < 0 || j < 0 || i > j {
 		t.Errorf("rows out of order (fenced DoTx at %d, batch at %d)", i, j)
 	}
-	again, err := performanceDoc([]string{a, b})
+	again, err := docFor([]string{a, b})
 	if err != nil || again != page {
 		t.Errorf("the page depends on the order of its inputs (err %v)", err)
 	}
@@ -138,7 +147,7 @@ func TestPerformanceDocRefuses(t *testing.T) {
 		"other.txt":          rawRun,
 	} {
 		p := writeRaw(t, dir, name, content)
-		if _, err := performanceDoc([]string{p}); err == nil {
+		if _, err := docFor([]string{p}); err == nil {
 			t.Errorf("%s: performanceDoc accepted it", name)
 		}
 	}
@@ -182,6 +191,67 @@ func TestPerformanceDocIsGenerated(t *testing.T) {
 			return "(end of file)"
 		}
 		t.Errorf("docs/performance.md is not what the generator makes of docs/perf/ (it is never edited by hand): run scripts/perf.sh and commit the result.\nfirst difference at line %d:\n\tcommitted: %s\n\tgenerated: %s", line+1, at(gl), at(wl))
+	}
+}
+
+func TestHeadline(t *testing.T) {
+	dir := t.TempDir()
+	a := writeRaw(t, dir, "bench-mariadb.txt", rawRun)
+	b := writeRaw(t, dir, "bench-mysql.txt", strings.ReplaceAll(rawRun, "MariaDB 10.11.19", "MySQL 9.7.4"))
+	runs, err := readRuns([]string{a, b})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := headline(runs)
+	for _, want := range []string{
+		"| one hot key, 16 callers | MariaDB 10.11.19 | MySQL 9.7.4 |",
+		"| `SELECT … FOR UPDATE`, sections/s | 875 | 875 |",
+		"| fenced `DoTx`, × `FOR UPDATE` | 0.75 | 0.75 |",
+		"| `batch`, × `FOR UPDATE` | 1.30 | 1.30 |",
+		"Medians of 3 runs (`-count`); MariaDB 10.11.19: `MYSQL_TEST_DSN='root@tcp(127.0.0.1:3306)/test' BENCH=UseCaseHotKey ./bench.sh` (2026-01-02T03:04:05Z, load 0.50)",
+	} {
+		if !strings.Contains(h, want) {
+			t.Errorf("headline lacks %q:\n%s", want, h)
+		}
+	}
+	readme := "# x\n\nbefore\n\n" + headlineBegin + "\nold\n" + headlineEnd + "\n\nafter\n"
+	got, err := replaceHeadline(readme, h)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := "# x\n\nbefore\n\n" + h + "\nafter\n"; got != want {
+		t.Errorf("replaceHeadline = %q, want %q", got, want)
+	}
+	if again, _ := replaceHeadline(got, h); again != got {
+		t.Errorf("replaceHeadline is not idempotent")
+	}
+	if _, err := replaceHeadline("no markers", h); err == nil {
+		t.Errorf("replaceHeadline accepted a README without markers")
+	}
+}
+
+// TestREADMEHeadlineIsGenerated fails when the README's headline figures
+// are not what the generator makes of docs/perf/ (scripts/perf.sh writes
+// them with docs/performance.md).
+func TestREADMEHeadlineIsGenerated(t *testing.T) {
+	files, err := filepath.Glob(filepath.Join("..", "..", "docs", "perf", "bench-*.txt"))
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no docs/perf/bench-*.txt (%v)", err)
+	}
+	runs, err := readRuns(files)
+	if err != nil {
+		t.Fatal(err)
+	}
+	readme, err := os.ReadFile(filepath.Join("..", "..", "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, err := replaceHeadline(string(readme), headline(runs))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(readme) != want {
+		t.Errorf("README.md's headline figures are not what the generator makes of docs/perf/ (never edit them by hand): run scripts/perf.sh and commit the result; they should read:\n%s", headline(runs))
 	}
 }
 
