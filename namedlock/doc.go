@@ -24,8 +24,9 @@
 //     [Locker.TryAcquire] returns (nil, nil) when the key is held.
 //   - [Locker.DoTx] runs fn in a transaction on the application's *sql.DB
 //     and commits before it releases the lock. It returns nil exactly when
-//     the transaction committed. Package namedlock/sqlxlock offers the same
-//     for sqlx.
+//     the transaction committed. [WithFencing] and [WithSerializableHandoff]
+//     choose its mode for a Locker. Package namedlock/sqlxlock offers the
+//     same for sqlx.
 //   - [Locker.DoBatch] and [NewMerger] run the sections queued for a hot key
 //     in one transaction, committed once; they need [WithFencing].
 //   - [Locker.DoMulti] takes several keys in one canonical order.
