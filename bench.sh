@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
 # bench.sh runs the namedlock benchmarks against the test server (see
 # internal/testdb: $MYSQL_TEST_DSN, else 127.0.0.1:3306, ...) and prints a
-# markdown table of the ratios to their raw floors, with the targets of
-# issue 4, and of the use-case benchmarks (a section that sells one unit of
-# stock, against SELECT … FOR UPDATE and the raw GET_LOCK sequence) with the
-# targets of issue 12. The raw `go test -bench` output goes to standard error
-# (and to $BENCH_OUT if set); the table to standard output.
+# markdown table of the ratios to their raw floors, and of the use-case
+# benchmarks (a section that sells one unit of stock, against SELECT … FOR
+# UPDATE and the raw GET_LOCK sequence), with the project's targets. The raw
+# `go test -bench` output goes to standard error (and to $BENCH_OUT if set);
+# the table to standard output. scripts/perf.sh runs it to regenerate
+# docs/performance.md.
 #
 #   ./bench.sh                 # -benchtime=2s -count=5 (the flash sale: 10s)
 #   ./bench.sh -short          # -benchtime=100x -count=1: proves they run (CI)

@@ -19,10 +19,9 @@ const (
 	// DefaultMaxHandoffs is how many times in a row a held server lock may be
 	// handed to a local waiter before it goes back to the server
 	// ([WithHandoff]). What handoffs buy one process on a hot key, and how
-	// two instances share that key under these bounds, is measured in the
-	// README's "Performance" section (BenchmarkHotKey,
-	// BenchmarkTwoInstances; bench.sh runs them, WithHandoff tries other
-	// bounds).
+	// two instances share that key under these bounds, is measured by
+	// BenchmarkHotKey and BenchmarkTwoInstances (docs/performance.md;
+	// bench.sh runs them, WithHandoff tries other bounds).
 	DefaultMaxHandoffs = 256
 	// DefaultMaxHandoffTime is how long a server lock may be kept by handoffs
 	// before it goes back to the server ([WithHandoff]): the longest turn

@@ -78,7 +78,7 @@ type grant struct {
 
 // lingerGrace is how long a lingering lock (queue.linger) waits, after its
 // last holder's proof, for the holders proven by the same check to come
-// back; measured here, without it they lose the race to the server release.
+// back, so that they do not lose the race to the server release.
 const lingerGrace = 50 * time.Microsecond
 
 // push queues a caller for key behind the busy party.

@@ -28,8 +28,8 @@ import (
 // socket is known ([lockconn.Conn.Socket]), by a deadline on that socket,
 // and the driver runs it on a ctx that cannot be cancelled: go-sql-driver
 // hands every statement whose ctx can be cancelled to the connection's
-// watcher goroutine, two goroutine wake-ups per statement, about a fifth of
-// an uncontended Do on a small machine. A deadline that passes makes the
+// watcher goroutine, two goroutine wake-ups per statement, on the path of
+// every Do. A deadline that passes makes the
 // driver's read (or write) fail; the driver then marks the connection bad
 // and the statement returns an error, as when a watched ctx ends. The
 // deadline is set and cleared inside Raw, while the connection is ours.

@@ -21,6 +21,13 @@
 //     wait_timeout (the lease) so that the server frees the locks of a
 //     vanished host quickly. Business connections want none of that.
 //
+// Open it once per process and give it to the Locker; keep the
+// application's own *sql.DB for business queries:
+//
+//	lockDB, err := pool.Open("app:secret@tcp(db:3306)/app?tls=true", pool.WithMaxConns(32))
+//	if err != nil { ... }
+//	locker, err := namedlock.New(lockDB)
+//
 // [Open] parses the DSN with the driver's own parser, enforces those
 // settings, pings the server, checks that named locks really work there and
 // refuses servers where they cannot be trusted (Galera or Percona XtraDB
@@ -39,4 +46,8 @@
 // [ErrInvalidDSN], [ErrUnreachable], [ErrRefused] (the server answered: a
 // wrong password is not "cannot reach") or [ErrUnsupportedServer]; one that
 // ended because its ctx did matches ctx's error instead.
+//
+// Which servers are supported and why the others are refused: [servers].
+//
+// [servers]: https://github.com/namedlock/mysql/blob/main/docs/servers.md
 package pool

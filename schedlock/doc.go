@@ -14,6 +14,17 @@
 //   - KeepAlive (optional) extends lock_until while a long job runs, and
 //     cancels the job's context with ErrLeaseLost if the row was taken over.
 //
+// In code, on the application's own *sql.DB:
+//
+//	p, err := schedlock.New(appDB) // the "shedlock" table
+//	if err != nil { ... }
+//	if err := p.CreateTable(ctx); err != nil { ... } // once, like a migration
+//	ran, err := p.Run(ctx, schedlock.Config{
+//		Name:           "nightly-report",
+//		LockAtMostFor:  10 * time.Minute,
+//		LockAtLeastFor: 30 * time.Second,
+//	}, report)
+//
 // Unlike a named lock (GET_LOCK), the lease survives the holder's crash and
 // gives LockAtLeastFor; unlike a lease computed from the application's
 // clock, it is immune to clock skew between instances: every time is the
@@ -190,5 +201,8 @@
 // a random suffix per Provider) is; ShedLock's default, the bare hostname,
 // is not when one host runs several processes.
 //
-// For gocron v2 schedulers, see the subpackage gocronlock.
+// For gocron v2 schedulers, see the subpackage gocronlock. What an operator
+// does about a job that seems stuck: [operations].
+//
+// [operations]: https://github.com/namedlock/mysql/blob/main/docs/operations.md#scheduled-jobs-schedlock
 package schedlock

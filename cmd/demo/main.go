@@ -33,10 +33,9 @@
 // Lost updates are computed as accepted orders − (initial stock − final
 // stock); oversold units as accepted orders − initial stock when positive.
 //
-// The first build takes minutes, not seconds: go-mysql-server, the embedded
-// server below, is 212 of the 404 packages the demo links (measured on a
-// 2-core machine: 137 to 176 s from an empty build cache; see -h). Built
-// with -tags noembedded the demo leaves it out and needs -dsn.
+// The first build takes minutes, not seconds: it compiles go-mysql-server,
+// the embedded server below, and its dependencies. Built with -tags
+// noembedded the demo leaves it out and needs -dsn.
 //
 // With no -dsn (and no MYSQL_DSN) the demo starts go-mysql-server in this
 // process, on a free port of 127.0.0.1 only, with an in-memory database. That
@@ -132,13 +131,11 @@ namedlock.DoTx (exact), and prints one table; on a real server, also runs a
 scheduled job on 3 instances without and with schedlock. Runs for about
 10 s with the defaults.
 
-The first "go run ./cmd/demo" compiles for 1.5 to 3 minutes before the demo
-starts: the embedded server (go-mysql-server, with its SQL parser and a
-WebAssembly regex engine) is 212 of the 404 packages it links. Measured on
-a 2-core machine: 137-176 s from an empty build cache, 82 s when Go's
-standard library was already built; later runs start at once. With -dsn,
-"go run -tags noembedded ./cmd/demo -dsn ..." builds without the embedded
-server (71 s from an empty cache, 4 s with the standard library built).
+The first "go run ./cmd/demo" compiles for minutes before the demo starts:
+it builds the embedded server (go-mysql-server, with its SQL parser and a
+WebAssembly regex engine) that runs when -dsn is not given; later runs start
+at once. With -dsn, "go run -tags noembedded ./cmd/demo -dsn ..." builds
+without the embedded server.
 
 Flags:
 `)

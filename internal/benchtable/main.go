@@ -1,14 +1,22 @@
 // Command benchtable reads the output of `go test -bench` for package
-// namedlock on standard input and prints a markdown table of the measured
-// ratios against their targets (issue 4; the use-case rows: issue 12): the
-// median over the -count runs, with the range. bench.sh at the repository
-// root runs it.
+// namedlock and writes tables of the measured ratios.
+//
+// With no arguments it reads standard input and prints a markdown table of
+// the ratios against their targets: the median over the -count runs, with
+// the range. bench.sh at the repository root runs it that way:
 //
 //	go test -run '^$' -bench . -count 5 -benchmem ./namedlock/ | go run ./internal/benchtable
+//
+// With -doc it writes docs/performance.md from raw output files made by
+// scripts/perf.sh (docs/perf/bench-LABEL.txt, one per server), each stamped
+// with the run's date, Go version, cores, load and command:
+//
+//	go run ./internal/benchtable -doc -o docs/performance.md docs/perf/bench-*.txt
 package main
 
 import (
 	"bufio"
+	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -52,9 +60,9 @@ var targets = []target{
 	{"UncontendedDo", "allocs/op", "allocations per uncontended Do", "", 0, "%.0f"},
 	{"UncontendedDo", "B/op", "bytes allocated per uncontended Do", "", 0, "%.0f"},
 	{"UncontendedRaw", "allocs/op", "allocations per raw section (database/sql + driver)", "", 0, "%.0f"},
-	// Issue 12: a section that sells one unit (read the stock, write stock − 1,
-	// durable commit) on the primary pool; targets on the median of the rounds'
-	// ratios, as the issue states them.
+	// The use case: a section that sells one unit (read the stock, write
+	// stock − 1, durable commit) on the primary pool; targets on the median
+	// of the rounds' ratios.
 	{"UseCaseUncontended", "do/raw-med", "sell 1, uncontended: Do vs raw GET_LOCK sequence, median of rounds", ">=", 0.95, "%.3f"},
 	{"UseCaseUncontended", "do/raw", "sell 1, uncontended: Do vs raw, whole run", "", 0, "%.3f"},
 	{"UseCaseUncontended", "dotx/raw-med", "sell 1, uncontended: DoTx vs raw, median of rounds", "", 0, "%.3f"},
@@ -181,20 +189,77 @@ func table(w io.Writer, res results) bool {
 }
 
 func main() {
-	res, header, err := parse(os.Stdin)
+	os.Exit(run(os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
+}
+
+// writeDoc writes docs/performance.md for runs to out (stdout when empty),
+// and the headline figures into readme when it is not empty.
+func writeDoc(runs []*benchRun, out, readme string, stdout io.Writer) error {
+	page := performanceDoc(runs)
+	var err error
+	if out == "" {
+		_, err = io.WriteString(stdout, page)
+	} else {
+		err = os.WriteFile(out, []byte(page), 0o644)
+	}
+	if err != nil || readme == "" {
+		return err
+	}
+	b, err := os.ReadFile(readme)
 	if err != nil {
-		fmt.Fprintln(os.Stderr, "benchtable:", err)
-		os.Exit(2)
+		return err
+	}
+	text, err := replaceHeadline(string(b), headline(runs))
+	if err != nil {
+		return fmt.Errorf("%s: %v", readme, err)
+	}
+	return os.WriteFile(readme, []byte(text), 0o644)
+}
+
+// run is the command: it returns the exit status.
+func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("benchtable", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	doc := fs.Bool("doc", false, "write docs/performance.md from the raw output files given as arguments")
+	out := fs.String("o", "", "with -doc: the file to write (default: standard output)")
+	readme := fs.String("readme", "", "with -doc: also rewrite the headline figures of this README")
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	if *doc {
+		if fs.NArg() == 0 {
+			fmt.Fprintln(stderr, "benchtable: -doc needs the raw output files (docs/perf/bench-*.txt)")
+			return 2
+		}
+		runs, err := readRuns(fs.Args())
+		if err == nil {
+			err = writeDoc(runs, *out, *readme, stdout)
+		}
+		if err != nil {
+			fmt.Fprintln(stderr, "benchtable:", err)
+			return 1
+		}
+		return 0
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintln(stderr, "benchtable: arguments are read only with -doc")
+		return 2
+	}
+	res, header, err := parse(stdin)
+	if err != nil {
+		fmt.Fprintln(stderr, "benchtable:", err)
+		return 2
 	}
 	if len(res) == 0 {
-		fmt.Fprintln(os.Stderr, "benchtable: no benchmark results on standard input")
-		os.Exit(2)
+		fmt.Fprintln(stderr, "benchtable: no benchmark results on standard input")
+		return 2
 	}
 	for _, h := range header {
-		fmt.Println(h + "  ")
+		fmt.Fprintln(stdout, h+"  ")
 	}
 	if len(header) > 0 {
-		fmt.Println()
+		fmt.Fprintln(stdout)
 	}
-	table(os.Stdout, res)
+	table(stdout, res)
+	return 0
 }

@@ -25,7 +25,7 @@
 //     internal/embedded runs one in-process): whole seconds; a wait ignores
 //     disconnect and KILL and ends only at its timeout or when the lock is
 //     granted; no deadlock detection.
-//   - TiDB (VERSION() contains "TiDB"; measured on a TiDB build, unistore):
+//   - TiDB (VERSION() contains "TiDB"; as a TiDB build with unistore behaves):
 //     GET_LOCK is a pessimistic lock on a row of mysql.advisory_locks held
 //     by an internal transaction that is never committed. Whole seconds,
 //     clamped to 1–3600 s: GET_LOCK(name, 0) waits 1 s for a held lock

@@ -25,11 +25,6 @@
 // killed in t.Cleanup, and the kernel kills them (Linux parent-death signal)
 // if the test binary dies first.
 //
-// Measured on a 2-core machine: the one-time install about 0.6 s alone (1 to
-// 4 s while other tests run), Start about 0.2 s after that, Kill9 a few
-// milliseconds, Restart after Kill9 (crash recovery) or after Stop about
-// 0.1 to 0.2 s, Stop about 20 to 70 ms.
-//
 // Without the binaries, Start skips the test, or fails it when $CI is set;
 // Available tells beforehand.
 package mariadbtest

@@ -3,11 +3,11 @@
 // from the tidb-server binary that scripts/tidb.sh builds once into its
 // cache ($NAMEDLOCK_TIDB_CACHE, default /root/.cache/namedlock-tidb as root,
 // ~/.cache/namedlock-tidb otherwise). It never builds: without the binary,
-// Start skips the test and says how to build it (about 21 min on 2 cores,
-// once).
+// Start skips the test and says how to build it (scripts/tidb.sh build, a
+// long compile, once).
 //
 // A server is TiDB's in-memory store (unistore, one process) on free ports
-// of 127.0.0.1, root without a password, database test, ready in about 3 s;
+// of 127.0.0.1, root without a password, database test, ready when Start returns;
 // it is stopped at the end of the test (and killed by the kernel if the
 // test binary dies first).
 package tidbtest
