@@ -98,8 +98,8 @@ var benchAbout = map[string]string{
 // contenderOrder is the order of the known contenders in a table; others
 // follow in alphabetical order.
 var contenderOrder = []string{
-	"forupdate", "fenced-dotx", "serial-dotx", "dotx", "do", "ceiling", "forupdate-plus1", "raw",
-	"fenced-dotx-b", "serial-dotx-b", "lib",
+	"forupdate", "fenced-dotx", "serial-dotx", "dotx", "do", "ceiling", "dobatch", "merger", "forupdate-plus1", "raw",
+	"fenced-dotx-b", "serial-dotx-b", "dobatch-b", "merger-b", "lib",
 }
 
 // contenderNames are the names the page gives the known contenders.
@@ -114,6 +114,10 @@ var contenderNames = map[string]string{
 	"ceiling":         "one conditional `UPDATE`",
 	"fenced-dotx-b":   "fenced `DoTx`, other handoff bounds",
 	"serial-dotx-b":   "`DoTx` at SERIALIZABLE, other handoff bounds",
+	"dobatch":         "`DoBatch`",
+	"merger":          "`Merger`",
+	"dobatch-b":       "`DoBatch`, other group bounds",
+	"merger-b":        "`Merger`, other group bounds",
 	"lib":             "library",
 }
 
