@@ -28,7 +28,7 @@ if [[ "${1:-}" == run ]]; then
 		f="$tmp/bench-$label.txt"
 		cmd="MYSQL_TEST_DSN='$dsn'"
 		for v in BENCH BENCHTIME COUNT FLASH_BENCHTIME ${!NAMEDLOCK_BENCH_*}; do
-			[[ -n "${!v:-}" ]] && cmd+=" $v=${!v}"
+			[[ -n "${!v:-}" ]] && cmd+=" $v=$(printf %q "${!v}")"
 		done
 		{
 			echo "date: $(date -u +%Y-%m-%dT%H:%M:%SZ)"
