@@ -105,6 +105,210 @@ func TestReviewR1FnEndsTxThenFails(t *testing.T) {
 	}
 }
 
+// gate is a commit hook that holds the first COMMIT back: at is closed when
+// it is reached, go lets it through; later COMMITs pass.
+type gate struct {
+	once    atomic.Bool
+	at      chan struct{}
+	proceed chan struct{}
+	done    chan struct{} // closed once the held COMMIT returned
+}
+
+func newGate() *gate {
+	return &gate{at: make(chan struct{}), proceed: make(chan struct{}), done: make(chan struct{})}
+}
+
+func (g *gate) hook() *commitHook {
+	h := commitHook(func(c *hookConn, commit func() error) error {
+		if !g.once.CompareAndSwap(false, true) {
+			return commit()
+		}
+		close(g.at)
+		<-g.proceed
+		defer close(g.done)
+		return commit()
+	})
+	return &h
+}
+
+// TestReviewR1PlainCloseDuringCommit: a plain DoTx sends its COMMIT (held
+// back by the application's connection, as a slow commit or fsync would
+// be); Close runs meanwhile. Close releases the lock at once
+// (toServerLocked waits only for COMMITs of early handoffs), and a third
+// party — another instance — acquires the key while the COMMIT is still
+// pending, and reads the table without the transaction's row. DoTx's doc
+// for the plain mode: "the transaction is committed before the lock is
+// released, so the next holder sees its writes"; Close's doc promises the
+// wait only for a DoTx at SERIALIZABLE. DoTx then returns nil (it did
+// commit) and Stats.LostCommits stays 0 (ErrClosed is not a loss), so the
+// overlap is reported nowhere. Deterministic (the COMMIT is gated), MariaDB
+// and MySQL. The same holds for a DoTx with WithSerializableHandoff that
+// did not hand its lock on early (nobody waited).
+func TestReviewR1PlainCloseDuringCommit(t *testing.T) {
+	srv := testdb.RequireReal(t)
+	for _, mode := range []txMode{txModes[0], txModes[2]} {
+		t.Run(mode.name, func(t *testing.T) {
+			skipUnsupportedMode(t, srv, mode)
+			app, hook := hookDB(t, srv.DSN)
+			adm := faultAdmin(t, srv.DSN)
+			hist := historyTable(t, adm)
+			l := newInstance(t, srv.DSN, mode.opts(t, app)...).locker
+			other := newInstance(t, srv.DSN).locker
+			key := uniqueKey(t, "closecommit")
+			g := newGate()
+			hook.Store(g.hook())
+			defer hook.Store(nil)
+			ctx := testCtx(t, time.Minute)
+			res := make(chan error, 1)
+			go func() {
+				res <- l.DoTx(ctx, key, app, nil, func(ctx context.Context, tx *sql.Tx) error {
+					_, err := tx.ExecContext(ctx, "INSERT INTO "+hist+" (sec) VALUES ('x')")
+					return err
+				})
+			}()
+			select {
+			case <-g.at:
+			case <-time.After(20 * time.Second):
+				t.Fatal("the COMMIT was not reached")
+			}
+			closed := make(chan error, 1)
+			go func() { closed <- l.Close() }()
+			actx, cancel := context.WithTimeout(ctx, 3*time.Second)
+			k, aerr := other.Acquire(actx, key)
+			cancel()
+			if aerr == nil {
+				var n int
+				if err := adm.QueryRowContext(ctx, "SELECT COUNT(*) FROM "+hist).Scan(&n); err != nil {
+					t.Fatal(err)
+				}
+				select {
+				case <-g.done:
+				default:
+					t.Errorf("%s: another instance acquired %q while the DoTx's COMMIT was still pending (Close released the lock before it); the new holder sees %d of the transaction's 1 row", srv.Name, key, n)
+				}
+				_ = k.Release(ctx)
+			} else {
+				t.Logf("the other instance did not get the lock while the COMMIT was pending: %v", aerr)
+			}
+			close(g.proceed)
+			err := <-res
+			<-closed
+			t.Logf("%s: DoTx = %v; committed: %v; LostCommits %d", srv.Name, err, inHistory(t, adm, hist, "x"), l.Stats().LostCommits)
+			checkResult(t, mode.name, err, inHistory(t, adm, hist, "x"))
+		})
+	}
+}
+
+// TestReviewR1SerialPendingCommitLossUncounted: with
+// WithSerializableHandoff, A hands its lock to B early and sends its COMMIT
+// (held back by its connection). A's handoff proof succeeds; then the
+// lock's session is KILLed, B's fn sees the loss, and a third party —
+// another instance — takes the lock at the server while A's COMMIT is
+// still pending (the documented exception). A's COMMIT then succeeds and
+// DoTx returns nil. The transaction committed after its lock was lost and
+// overlapped another holder, but Stats.LostCommits stays 0 and the
+// observer hears of the loss only on B's call (Context = B's ctx): A's
+// call, the one that committed, is told nothing. The doc of the serial
+// handoff calls this case "as with any plain DoTx that loses its lock
+// during its COMMIT", and a plain one is counted in LostCommits (and
+// TestDoTxResultMeansCommitted's "lock killed during commit" asserts it).
+// Deterministic, MariaDB and MySQL.
+func TestReviewR1SerialPendingCommitLossUncounted(t *testing.T) {
+	srv := requireSerialLocks(t)
+	requireKillEndsWaits(t)
+	app, hook := hookDB(t, srv.DSN)
+	adm := faultAdmin(t, srv.DSN)
+	hist := historyTable(t, adm)
+	type ctxKey struct{}
+	var mu sync.Mutex
+	var events []namedlock.Event
+	provedA := make(chan struct{})
+	var provedOnce sync.Once
+	l := newInstance(t, srv.DSN, namedlock.WithSerializableHandoff(), namedlock.WithHandoff(256, time.Minute),
+		namedlock.WithKeepAlive(100*time.Millisecond), namedlock.WithCheckTimeout(time.Second),
+		namedlock.WithObserver(func(e namedlock.Event) {
+			mu.Lock()
+			events = append(events, e)
+			mu.Unlock()
+			if e.Outcome == namedlock.Released && e.Context != nil && e.Context.Value(ctxKey{}) == "A" && e.Err == nil {
+				provedOnce.Do(func() { close(provedA) })
+			}
+		})).locker
+	other := newInstance(t, srv.DSN).locker
+	key := uniqueKey(t, "serialloss")
+	name := keyfmt.Portable(key)
+	g := newGate()
+	defer hook.Store(nil)
+	base := testCtx(t, time.Minute)
+	ctxA := context.WithValue(base, ctxKey{}, "A")
+	ctxB := context.WithValue(base, ctxKey{}, "B")
+	resA, resB := make(chan error, 1), make(chan error, 1)
+	bIn := make(chan struct{})
+	go func() {
+		resA <- l.DoTx(ctxA, key, app, nil, func(ctx context.Context, tx *sql.Tx) error {
+			if _, err := tx.ExecContext(ctx, "INSERT INTO "+hist+" (sec) VALUES ('A')"); err != nil {
+				return err
+			}
+			go func() {
+				resB <- l.DoTx(ctxB, key, app, nil, func(ctx context.Context, tx *sql.Tx) error {
+					close(bIn)
+					<-ctx.Done() // the loss
+					return context.Cause(ctx)
+				})
+			}()
+			for l.Stats().Queued == 0 {
+				time.Sleep(time.Millisecond)
+			}
+			time.Sleep(50 * time.Millisecond) // B begins its transaction, first in line
+			hook.Store(g.hook())              // the next COMMIT on app is A's
+			return nil
+		})
+	}()
+	for _, step := range []struct {
+		what string
+		ch   <-chan struct{}
+	}{{"A's COMMIT", g.at}, {"B's fn (early handoff)", bIn}, {"A's handoff proof", provedA}} {
+		select {
+		case <-step.ch:
+		case <-time.After(20 * time.Second):
+			t.Fatalf("%s not reached; Stats %+v", step.what, l.Stats())
+		}
+	}
+	id, err := faultHolder(base, adm, name)
+	if err != nil || id == 0 {
+		t.Fatalf("holder of %s: %d %v", name, id, err)
+	}
+	faultMustKill(t, adm, id)
+	k, aerr := other.Acquire(testCtx(t, 10*time.Second), key)
+	if aerr != nil {
+		t.Fatalf("the third party did not get the lock: %v", aerr)
+	}
+	select {
+	case <-g.done:
+		t.Fatal("A's COMMIT returned before the third party held the lock")
+	default:
+	}
+	close(g.proceed)
+	errA := <-resA
+	_ = k.Release(base)
+	errB := <-resB
+	committedA := inHistory(t, adm, hist, "A")
+	st := l.Stats()
+	t.Logf("%s: A = %v (committed %v); B = %v; Stats.Lost %d LostCommits %d", srv.Name, errA, committedA, errB, st.Lost, st.LostCommits)
+	checkResult(t, "A", errA, committedA)
+	toldA := false
+	mu.Lock()
+	for _, e := range events {
+		if errors.Is(e.Err, namedlock.ErrLockLost) && e.Context != nil && e.Context.Value(ctxKey{}) == "A" {
+			toldA = true
+		}
+	}
+	mu.Unlock()
+	if errA == nil && st.LostCommits == 0 {
+		t.Errorf("A committed after its lock was lost during its COMMIT, and a third party held the lock before that COMMIT landed, but Stats.LostCommits = 0 (observer told A's call of the loss: %v)", toldA)
+	}
+}
+
 var (
 	_ = sync.Mutex{}
 	_ atomic.Int64
