@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/go-sql-driver/mysql"
 	"github.com/jmoiron/sqlx"
 
 	"github.com/namedlock/mysql/internal/testdb"
@@ -306,6 +307,52 @@ func TestReviewR1SerialPendingCommitLossUncounted(t *testing.T) {
 	mu.Unlock()
 	if errA == nil && st.LostCommits == 0 {
 		t.Errorf("A committed after its lock was lost during its COMMIT, and a third party held the lock before that COMMIT landed, but Stats.LostCommits = 0 (observer told A's call of the loss: %v)", toldA)
+	}
+}
+
+// TestReviewR1IdleTimeoutIsNotUnknown: fn's work keeps the application's
+// session idle past its wait_timeout (set to 1 s here; a slow external call
+// in fn against a server with a short wait_timeout); MySQL ends the session
+// and sends ER_CLIENT_INTERACTION_TIMEOUT (4031) before closing it. DoTx's
+// COMMIT then reads that error. commitRefused lists 4031 with the KILL
+// errors as "may have committed", so DoTx returns ErrCommitUnknown. But
+// 4031 is sent only for a session that sat idle, waiting for its next
+// command: the server ended it, rolling the transaction back, before the
+// COMMIT arrived; the outcome is known (not committed), and a caller
+// that treats ErrCommitUnknown as "reconcile by hand, do not retry" is
+// told so for nothing. Deterministic on MySQL 9.7 (MariaDB sends no 4031;
+// skipped there).
+func TestReviewR1IdleTimeoutIsNotUnknown(t *testing.T) {
+	srv := testdb.RequireReal(t)
+	for _, mode := range txModes {
+		t.Run(mode.name, func(t *testing.T) {
+			skipUnsupportedMode(t, srv, mode)
+			app := openPool(t, srv.DSN)
+			hist := historyTable(t, app)
+			l := newInstance(t, srv.DSN, mode.opts(t, app)...).locker
+			key := uniqueKey(t, "idle")
+			ctx := testCtx(t, 30*time.Second)
+			err := l.DoTx(ctx, key, app, nil, func(ctx context.Context, tx *sql.Tx) error {
+				if _, err := tx.ExecContext(ctx, "INSERT INTO "+hist+" (sec) VALUES ('idle')"); err != nil {
+					return err
+				}
+				if _, err := tx.ExecContext(ctx, "SET SESSION wait_timeout = 1"); err != nil {
+					return err
+				}
+				time.Sleep(2500 * time.Millisecond) // fn's slow non-database work
+				return nil
+			})
+			committed := inHistory(t, app, hist, "idle")
+			t.Logf("%s: DoTx = %v; committed: %v", srv.Name, err, committed)
+			checkResult(t, mode.name, err, committed)
+			var me *mysql.MySQLError
+			if !errors.As(err, &me) || me.Number != 4031 {
+				t.Skipf("%s: the COMMIT did not read error 4031", srv.Name)
+			}
+			if errors.Is(err, namedlock.ErrCommitUnknown) {
+				t.Errorf("DoTx = %v: ErrCommitUnknown, but error 4031 means the server ended the idle session before the COMMIT arrived: not committed", err)
+			}
+		})
 	}
 }
 
