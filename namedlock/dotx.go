@@ -214,19 +214,26 @@ func plainTx(ctx context.Context, k *Lock, begin func(context.Context) (*sql.Tx,
 	if err != nil {
 		return false, fail(k.key, "", "DoTx: begin: "+err.Error(), err)
 	}
+	finished := false
 	defer func() {
-		if !committed {
+		if !finished { // fn panicked or called runtime.Goexit
 			_ = tx.Rollback()
 		}
 	}()
-	if err := fn(ctx, tx); err != nil {
+	ferr := fn(ctx, tx)
+	finished = true
+	if ferr != nil {
+		return false, rolledBack(ctx, k.key, tx, ferr)
+	}
+	ended, err := k.beginCommit() // Close waits for the COMMIT
+	if err != nil {
+		_ = tx.Rollback()
 		return false, err
 	}
-	if err := k.Err(); err != nil {
-		return false, err
-	}
-	if err := tx.Commit(); err != nil {
-		return false, commitFailed(k, err)
+	err = tx.Commit()
+	ended()
+	if err != nil {
+		return false, commitFailed(ctx, k, err)
 	}
 	return true, nil
 }
@@ -240,10 +247,16 @@ func (l *Locker) committed(k *Lock) {
 	}
 }
 
-// commitFailed returns DoTx's error for a COMMIT of k's transaction that
-// returned err: one matching ErrCommitUnknown unless err shows that the
-// COMMIT was not applied (commitRefused).
-func commitFailed(k *Lock, err error) error {
+// commitFailed returns DoTx's error for a COMMIT of k's transaction, begun
+// on ctx, that returned err: one matching ErrCommitUnknown unless err shows
+// that the COMMIT was not applied (commitRefused). sql.ErrTxDone while ctx
+// is live means fn ended the transaction itself (committed or rolled back,
+// database/sql does not say which); with ctx done, database/sql rolled it
+// back.
+func commitFailed(ctx context.Context, k *Lock, err error) error {
+	if errors.Is(err, sql.ErrTxDone) && ctx.Err() == nil {
+		return fnEndedTx(k.key, err)
+	}
 	if !commitRefused(err) {
 		return fail(k.key, "", "DoTx: commit: the transaction may have committed; its outcome is unknown: "+err.Error(), ErrCommitUnknown, err)
 	}
@@ -254,6 +267,23 @@ func commitFailed(k *Lock, err error) error {
 		return alsoMatching(lost, err)
 	}
 	return fail(k.key, "", "DoTx: commit: "+err.Error(), err)
+}
+
+// fnEndedTx returns DoTx's error for a transaction that fn ended itself
+// (DoTx's Commit or Rollback found it done while its ctx was live), err
+// being fn's error or the Commit's.
+func fnEndedTx(key string, err error) error {
+	return fail(key, "", "DoTx: fn ended the transaction itself (tx.Commit or tx.Rollback): it may have committed; its outcome is unknown: "+err.Error(), ErrCommitUnknown, err)
+}
+
+// rolledBack rolls tx, begun on ctx, back after fn returned ferr, and
+// returns DoTx's error: ferr, or, when the Rollback shows that fn ended
+// the transaction itself, an error matching ErrCommitUnknown and ferr.
+func rolledBack(ctx context.Context, key string, tx txn, ferr error) error {
+	if err := tx.Rollback(); errors.Is(err, sql.ErrTxDone) && ctx.Err() == nil {
+		return fnEndedTx(key, ferr)
+	}
+	return ferr
 }
 
 // commitRefused reports whether err, returned by a transaction's Commit,
@@ -276,8 +306,7 @@ func commitRefused(err error) bool {
 		case 1053, // ER_SERVER_SHUTDOWN
 			1317, // ER_QUERY_INTERRUPTED (KILL QUERY)
 			1927, // ER_CONNECTION_KILLED (MariaDB)
-			3169, // ER_SESSION_WAS_KILLED (MySQL)
-			4031: // ER_CLIENT_INTERACTION_TIMEOUT (MySQL)
+			3169: // ER_SESSION_WAS_KILLED (MySQL)
 			return false
 		}
 		return true
@@ -369,7 +398,7 @@ func fencedDoTx(l *Locker, ctx context.Context, key string, opts *sql.TxOptions,
 	}
 	finished = true
 	if err != nil {
-		_ = tx.Rollback()
+		err = rolledBack(ctx, key, tx, err)
 		l.fencedTxEnded(ctx, key, fenceWait, err)
 		if rerr := release(); rerr != nil {
 			return joinErrors(rerr, err)
@@ -388,9 +417,12 @@ func fencedDoTx(l *Locker, ctx context.Context, key string, opts *sql.TxOptions,
 	} else {
 		err, _ = commitBeside(tx, finish, nil) // a loss found by the proof: Stats and the observer
 	}
-	if err != nil {
-		err = commitFailed(k, err)
-	} else {
+	switch {
+	case err != nil:
+		err = commitFailed(ctx, k, err)
+	case finish != nil:
+		l.earlyCommitted(ctx, k)
+	default:
 		l.committed(k)
 	}
 	l.fencedTxEnded(ctx, key, fenceWait, err)

@@ -485,7 +485,19 @@ func (l *Locker) toServerLocked(ctx context.Context, q *queue, s *session, timeo
 	l.stmts++
 	l.mu.Unlock()
 	err := s.release(ctx, timeout)
+	proved := s.provedTime()
 	l.mu.Lock()
+	var evs []Event
+	if isLost(err) {
+		evs = l.lostCommitsLocked(s, proved, err)
+	} else {
+		s.earlyCommits = nil // held until its release: after their COMMITs
+	}
+	defer func() {
+		for _, ev := range evs {
+			l.observe(ev)
+		}
+	}()
 	if k != nil && isLost(err) && k.state != stateLost {
 		// Found lost by the release itself: Err and later Releases say so.
 		k.state, k.err = stateLost, forKey(k.key, err)
