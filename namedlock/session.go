@@ -55,8 +55,8 @@ type session struct {
 	// sent: a loss of s found now may have come during their COMMIT
 	// (Locker.earlyCommitted, Locker.lostCommitsLocked).
 	earlyCommits []earlyCommit
-	tokenNext   uint64 // with fencing: the next token of the block minted at
-	tokenLast   uint64 // the server acquisition, for the holders it is handed to
+	tokenNext    uint64 // with fencing: the next token of the block minted at
+	tokenLast    uint64 // the server acquisition, for the holders it is handed to
 
 	// Guarded by keeper.mu.
 	nextCheck time.Time // when the keep-alive checks it next
