@@ -489,6 +489,7 @@ func (l *Locker) toServerLocked(ctx context.Context, q *queue, s *session, timeo
 	l.mu.Lock()
 	var evs []Event
 	if isLost(err) {
+		s.lost = true // a COMMIT of an early handoff returning now is counted
 		evs = l.lostCommitsLocked(s, proved, err)
 	} else {
 		s.earlyCommits = nil // held until its release: after their COMMITs
