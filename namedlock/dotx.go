@@ -32,8 +32,22 @@ import (
 // [ErrCommitUnknown]: the transaction may have committed. Any other error
 // means that nothing of the transaction was committed, so a caller may
 // run it again. A COMMIT the server refused (a deadlock, a write
-// conflict), or one that was never sent (ctx ended first, a connection
-// the driver found broken before writing), is such an error.
+// conflict, a session the server ended for inactivity before the COMMIT
+// came: MySQL's error 4031), or one that was never sent (ctx ended first,
+// a connection the driver found broken before writing), is such an error.
+//
+// fn must not end the transaction: no tx.Commit or tx.Rollback, no COMMIT
+// or ROLLBACK statement, no statement that commits implicitly (DDL such as
+// CREATE, ALTER or DROP TABLE, LOCK TABLES, …). DoTx commits or rolls
+// back itself, and database/sql does not tell it how fn ended the
+// transaction. When it finds the transaction already ended by fn (tx.Commit
+// or tx.Rollback: its own Commit or Rollback returns [sql.ErrTxDone] while
+// ctx is live), DoTx returns an error matching ErrCommitUnknown (joined
+// with fn's error, if fn returned one): what fn ended may have committed.
+// A COMMIT or ROLLBACK statement, or one that commits implicitly, cannot
+// be detected without a round trip: the result of such a DoTx does not say
+// whether its writes were committed (they may be, although DoTx returns
+// fn's error), and the writes after it ran outside the transaction.
 //
 // A lock found lost before the COMMIT rolls the transaction back (an error
 // matching [ErrLockLost]). A lock found lost during or after a COMMIT that
@@ -46,7 +60,10 @@ import (
 // # Plain (the default)
 //
 // Acquire, begin, fn, COMMIT, release: the transaction is committed before
-// the lock is released, so the next holder sees its writes. A lock is not a
+// the lock is released, so the next holder sees its writes; Close, too,
+// releases the lock only once a COMMIT in flight has returned (a lock that
+// Close took before the COMMIT was sent rolls the transaction back: an
+// error matching [ErrClosed]). A lock is not a
 // fencing token: a loss between the last check and the COMMIT reaching the
 // server cannot be detected, so such a transaction may have overlapped
 // another holder of the key (Stats.LostCommits counts the commits where a
@@ -106,11 +123,16 @@ import (
 // hands it to anyone but the next such DoTx, and returns (also when its ctx
 // ended, Close took its lock, or its begin or fn failed), only once the
 // COMMITs before it have returned; so does Close before it releases the
-// lock. Each of those is bounded only by its own connection (the driver's
-// readTimeout, if set on db). One exception: when the lock is lost while
-// such COMMITs are pending, another instance may take it at the server
-// before they land, as with any plain DoTx that loses its lock during its
-// COMMIT. Of the callers waiting for a key, only the first in line holds a
+// lock (and, as for a plain DoTx, before it releases the lock of a DoTx
+// whose own COMMIT is in flight). Each of those is bounded only by its own
+// connection (the driver's readTimeout, if set on db). One exception: when
+// the lock is lost while such COMMITs are pending, another instance may
+// take it at the server before they land, as with any plain DoTx that
+// loses its lock during its COMMIT; each of those COMMITs that succeeds is
+// then counted in Stats.LostCommits and told to the observer with its own
+// call's ctx, when the loss is found (by the next holder, the keep-alive or
+// a release) before a check sent after that COMMIT returned showed the
+// lock held. Of the callers waiting for a key, only the first in line holds a
 // connection of db. fn must read through tx: a read through db itself may
 // not see the previous holder's commit yet. The server orders these
 // transactions even when the named lock is lost; two that conflict may
@@ -214,19 +236,26 @@ func plainTx(ctx context.Context, k *Lock, begin func(context.Context) (*sql.Tx,
 	if err != nil {
 		return false, fail(k.key, "", "DoTx: begin: "+err.Error(), err)
 	}
+	finished := false
 	defer func() {
-		if !committed {
+		if !finished { // fn panicked or called runtime.Goexit
 			_ = tx.Rollback()
 		}
 	}()
-	if err := fn(ctx, tx); err != nil {
+	ferr := fn(ctx, tx)
+	finished = true
+	if ferr != nil {
+		return false, rolledBack(ctx, k.key, tx, ferr)
+	}
+	ended, err := k.beginCommit() // Close waits for the COMMIT
+	if err != nil {
+		_ = tx.Rollback()
 		return false, err
 	}
-	if err := k.Err(); err != nil {
-		return false, err
-	}
-	if err := tx.Commit(); err != nil {
-		return false, commitFailed(k, err)
+	err = tx.Commit()
+	ended()
+	if err != nil {
+		return false, commitFailed(ctx, k, err)
 	}
 	return true, nil
 }
@@ -240,10 +269,16 @@ func (l *Locker) committed(k *Lock) {
 	}
 }
 
-// commitFailed returns DoTx's error for a COMMIT of k's transaction that
-// returned err: one matching ErrCommitUnknown unless err shows that the
-// COMMIT was not applied (commitRefused).
-func commitFailed(k *Lock, err error) error {
+// commitFailed returns DoTx's error for a COMMIT of k's transaction, begun
+// on ctx, that returned err: one matching ErrCommitUnknown unless err shows
+// that the COMMIT was not applied (commitRefused). sql.ErrTxDone while ctx
+// is live means fn ended the transaction itself (committed or rolled back,
+// database/sql does not say which); with ctx done, database/sql rolled it
+// back.
+func commitFailed(ctx context.Context, k *Lock, err error) error {
+	if errors.Is(err, sql.ErrTxDone) && ctx.Err() == nil {
+		return fnEndedTx(k.key, err)
+	}
 	if !commitRefused(err) {
 		return fail(k.key, "", "DoTx: commit: the transaction may have committed; its outcome is unknown: "+err.Error(), ErrCommitUnknown, err)
 	}
@@ -256,13 +291,32 @@ func commitFailed(k *Lock, err error) error {
 	return fail(k.key, "", "DoTx: commit: "+err.Error(), err)
 }
 
+// fnEndedTx returns DoTx's error for a transaction that fn ended itself
+// (DoTx's Commit or Rollback found it done while its ctx was live), err
+// being fn's error or the Commit's.
+func fnEndedTx(key string, err error) error {
+	return fail(key, "", "DoTx: fn ended the transaction itself (tx.Commit or tx.Rollback): it may have committed; its outcome is unknown: "+err.Error(), ErrCommitUnknown, err)
+}
+
+// rolledBack rolls tx, begun on ctx, back after fn returned ferr, and
+// returns DoTx's error: ferr, or, when the Rollback shows that fn ended
+// the transaction itself, an error matching ErrCommitUnknown and ferr.
+func rolledBack(ctx context.Context, key string, tx txn, ferr error) error {
+	if err := tx.Rollback(); errors.Is(err, sql.ErrTxDone) && ctx.Err() == nil {
+		return fnEndedTx(key, ferr)
+	}
+	return ferr
+}
+
 // commitRefused reports whether err, returned by a transaction's Commit,
 // shows that the COMMIT was not applied: the server answered with an error
 // (other than one that ends the session or the statement from outside,
 // after which it may have committed), database/sql did not send it (the
 // transaction had ended: its ctx was done), or the driver found the
 // connection broken before writing it (driver.ErrBadConn, which a driver
-// must not return when the server may have run the statement). Any other
+// must not return when the server may have run the statement). MySQL's
+// error 4031 is such an answer: the server ended the session for sitting
+// idle, waiting for its next command, before the COMMIT came. Any other
 // error — the connection broke after the COMMIT was written — leaves the
 // outcome unknown.
 func commitRefused(err error) bool {
@@ -276,8 +330,7 @@ func commitRefused(err error) bool {
 		case 1053, // ER_SERVER_SHUTDOWN
 			1317, // ER_QUERY_INTERRUPTED (KILL QUERY)
 			1927, // ER_CONNECTION_KILLED (MariaDB)
-			3169, // ER_SESSION_WAS_KILLED (MySQL)
-			4031: // ER_CLIENT_INTERACTION_TIMEOUT (MySQL)
+			3169: // ER_SESSION_WAS_KILLED (MySQL)
 			return false
 		}
 		return true
@@ -369,7 +422,7 @@ func fencedDoTx(l *Locker, ctx context.Context, key string, opts *sql.TxOptions,
 	}
 	finished = true
 	if err != nil {
-		_ = tx.Rollback()
+		err = rolledBack(ctx, key, tx, err)
 		l.fencedTxEnded(ctx, key, fenceWait, err)
 		if rerr := release(); rerr != nil {
 			return joinErrors(rerr, err)
@@ -388,9 +441,12 @@ func fencedDoTx(l *Locker, ctx context.Context, key string, opts *sql.TxOptions,
 	} else {
 		err, _ = commitBeside(tx, finish, nil) // a loss found by the proof: Stats and the observer
 	}
-	if err != nil {
-		err = commitFailed(k, err)
-	} else {
+	switch {
+	case err != nil:
+		err = commitFailed(ctx, k, err)
+	case finish != nil:
+		l.earlyCommitted(ctx, k)
+	default:
 		l.committed(k)
 	}
 	l.fencedTxEnded(ctx, key, fenceWait, err)

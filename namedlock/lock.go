@@ -274,8 +274,15 @@ func (k *Lock) releaseToServer(ctx context.Context, timeout time.Duration, prove
 // lostFound marks s lost and tells its current holder, if any: its Done
 // closes, its Err and Release report err, and Do cancels fn's ctx.
 func (l *Locker) lostFound(s *session, loss error) {
+	proved := s.provedTime()
 	l.mu.Lock()
 	s.lost = true
+	evs := l.lostCommitsLocked(s, proved, loss)
+	defer func() {
+		for _, ev := range evs {
+			l.observe(ev)
+		}
+	}()
 	q := l.queues[s.name]
 	if q == nil || q.sess != s || q.holder == nil || q.holder.state != stateHeld {
 		l.mu.Unlock()
@@ -288,6 +295,74 @@ func (l *Locker) lostFound(s *session, loss error) {
 	l.stats.lost.Add(1)
 	l.mu.Unlock()
 	l.observe(ev)
+}
+
+// lostCommitsLocked counts, as s is found lost (loss), the COMMITs of
+// early handoffs of s that succeeded after the last statement that proved
+// s held was sent (at proved): the loss may have come before or during
+// them. It returns the Lost events to tell their calls. l.mu held.
+func (l *Locker) lostCommitsLocked(s *session, proved time.Time, loss error) []Event {
+	var evs []Event
+	for _, c := range s.earlyCommits {
+		if c.at.After(proved) {
+			l.stats.lostCommits.Add(1)
+			evs = append(evs, Event{Key: c.key, Outcome: Lost, Err: forKey(c.key, loss), Context: c.ctx})
+		}
+	}
+	s.earlyCommits = nil
+	return evs
+}
+
+// earlyCommitted is called once the COMMIT of a DoTx that handed k on
+// early (called with ctx) succeeded and the handoff's proof is done. A loss
+// found by that proof, or of k's session found by anyone since, is counted
+// in Stats.LostCommits (and told to the observer with ctx, if the proof did
+// not tell it); otherwise the COMMIT is recorded on the session, so that a
+// loss found later, before a check sent after this moment proved the
+// session held, is counted for it as well.
+func (l *Locker) earlyCommitted(ctx context.Context, k *Lock) {
+	if isLost(k.Err()) {
+		l.stats.lostCommits.Add(1) // the proof found it, and told the observer
+		return
+	}
+	s := k.sess
+	proved := s.provedTime()
+	at := time.Now()
+	l.mu.Lock()
+	if s.lost {
+		l.mu.Unlock()
+		l.stats.lostCommits.Add(1)
+		l.observe(Event{Key: k.key, Outcome: Lost, Err: forKey(k.key, lost("found lost before this transaction's COMMIT returned, after it was handed on", nil)), Context: ctx})
+		return
+	}
+	kept := s.earlyCommits[:0]
+	for _, c := range s.earlyCommits {
+		if c.at.After(proved) {
+			kept = append(kept, c)
+		}
+	}
+	s.earlyCommits = append(kept, earlyCommit{ctx: ctx, key: k.key, at: at})
+	l.mu.Unlock()
+}
+
+// beginCommit counts the COMMIT that k's holder, a DoTx that did not hand
+// k on early, is about to send (session.commits), so that Close gives the
+// lock back only once that COMMIT has returned; ended must be called as
+// soon as it has. When k is no longer held (lost, or taken by Close) it
+// returns k's error instead: the transaction must be rolled back.
+func (k *Lock) beginCommit() (ended func(), err error) {
+	l, s := k.l, k.sess
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if k.state != stateHeld {
+		return nil, k.err
+	}
+	s.commitBegun()
+	return func() {
+		l.mu.Lock()
+		s.commitEnded()
+		l.mu.Unlock()
+	}, nil
 }
 
 // handOffEarly passes k at once to the first local waiter if that waiter

@@ -485,7 +485,20 @@ func (l *Locker) toServerLocked(ctx context.Context, q *queue, s *session, timeo
 	l.stmts++
 	l.mu.Unlock()
 	err := s.release(ctx, timeout)
+	proved := s.provedTime()
 	l.mu.Lock()
+	var evs []Event
+	if isLost(err) {
+		s.lost = true // a COMMIT of an early handoff returning now is counted
+		evs = l.lostCommitsLocked(s, proved, err)
+	} else {
+		s.earlyCommits = nil // held until its release: after their COMMITs
+	}
+	defer func() {
+		for _, ev := range evs {
+			l.observe(ev)
+		}
+	}()
 	if k != nil && isLost(err) && k.state != stateLost {
 		// Found lost by the release itself: Err and later Releases say so.
 		k.state, k.err = stateLost, forKey(k.key, err)
@@ -597,12 +610,15 @@ func (l *Locker) observe(e Event) {
 // before its KILL (its holder let go as Close began) can leave the lock
 // held by that dying session for the few milliseconds the server takes to
 // end it after Close returned; no caller of this Locker holds it, and the
-// server frees it by itself. Before Close releases a lock that a
-// DoTx at SERIALIZABLE handed on before its COMMIT, it waits for that
-// COMMIT to return (bounded only by the connection it runs on), while the
-// keep-alive goes on checking the lock: the lock goes to no one else before
-// the COMMITs it was handed ahead of, unless it is lost meanwhile (another
-// instance may then take it first; Close's error matches [ErrLockLost]).
+// server frees it by itself. Before Close releases a lock whose holder,
+// a DoTx that is not fenced, has sent its COMMIT, or a lock that a DoTx
+// with [WithSerializableHandoff] handed on before its COMMIT, it waits for
+// that COMMIT to return (bounded only by the connection it runs on), while
+// the keep-alive goes on checking the lock: the lock goes to no one else
+// before those COMMITs, unless it is lost meanwhile (another instance may
+// then take it first; Close's error matches [ErrLockLost]). A fenced
+// DoTx's lock is released without that wait: its fence row, held until
+// its transaction ends, orders every fenced holder after it.
 func (l *Locker) Close() error {
 	l.mu.Lock()
 	if l.closed {

@@ -88,7 +88,7 @@ func serialTx[T txn](l *Locker, ctx context.Context, key string, db *sql.DB, beg
 		ferr = k.Err()
 	}
 	if ferr != nil {
-		_ = tx.Rollback()
+		ferr = rolledBack(ctx, key, tx, ferr)
 		done = true
 		if rerr := l.releaseAll(locks); rerr != nil {
 			return joinErrors(rerr, ferr)
@@ -96,19 +96,31 @@ func serialTx[T txn](l *Locker, ctx context.Context, key string, db *sql.DB, beg
 		return ferr
 	}
 	var rerr error
-	if finish, ended := k.handOffEarly(e); finish != nil {
+	finish, ended := k.handOffEarly(e)
+	if finish != nil {
 		err, rerr = commitBeside(tx, finish, ended)
 	} else {
+		ended, herr := k.beginCommit() // Close waits for the COMMIT
+		if herr != nil {
+			_ = tx.Rollback()
+			done = true
+			return joinErrors(l.releaseAll(locks), herr)
+		}
 		err = tx.Commit()
+		ended()
 		rerr = l.releaseAll(locks)
 	}
 	done = true
 	if err != nil {
-		if err = commitFailed(k, err); errors.Is(err, ErrCommitUnknown) {
+		if err = commitFailed(ctx, k, err); errors.Is(err, ErrCommitUnknown) {
 			return err // alone: a loss found by the release must not read as "not committed"
 		}
 		return joinErrors(rerr, err)
 	}
-	l.committed(k) // a loss found by the release or the proof: reported, not an error
+	if finish != nil {
+		l.earlyCommitted(ctx, k) // a loss found by the proof or since: reported, not an error
+	} else {
+		l.committed(k) // a loss found by the release: reported, not an error
+	}
 	return nil
 }

@@ -50,8 +50,13 @@ type session struct {
 	// back to 0.
 	commits     int
 	commitsDone chan struct{}
-	tokenNext   uint64 // with fencing: the next token of the block minted at
-	tokenLast   uint64 // the server acquisition, for the holders it is handed to
+	// earlyCommits are the DoTx calls that handed s on early and whose
+	// COMMIT succeeded after the last statement that proved s held was
+	// sent: a loss of s found now may have come during their COMMIT
+	// (Locker.earlyCommitted, Locker.lostCommitsLocked).
+	earlyCommits []earlyCommit
+	tokenNext    uint64 // with fencing: the next token of the block minted at
+	tokenLast    uint64 // the server acquisition, for the holders it is handed to
 
 	// Guarded by keeper.mu.
 	nextCheck time.Time // when the keep-alive checks it next
@@ -132,6 +137,21 @@ func (s *session) commitEnded() {
 		close(s.commitsDone)
 		s.commitsDone = nil
 	}
+}
+
+// earlyCommit is a COMMIT that succeeded at at, of a DoTx called with ctx
+// on key, that handed its session on before the COMMIT.
+type earlyCommit struct {
+	ctx context.Context
+	key string
+	at  time.Time
+}
+
+// provedTime returns when the last statement that proved s held was sent.
+func (s *session) provedTime() time.Time {
+	s.pmu.Lock()
+	defer s.pmu.Unlock()
+	return s.provedAt
 }
 
 // errReleased: the session was released before a check could run.

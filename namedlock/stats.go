@@ -27,8 +27,14 @@ type Stats struct {
 	// nil) and whose lock was found lost during or after their COMMIT. Such
 	// a loss may have happened before the COMMIT reached the server:
 	// without fencing, the transaction may then have overlapped another
-	// holder of the key; with fencing, the fence row ordered it. The
-	// observer was told of each loss, with the call's ctx.
+	// holder of the key; with fencing, the fence row ordered it. A DoTx
+	// that handed its lock on before its COMMIT (WithFencing,
+	// WithSerializableHandoff) is counted when the loss of the lock's
+	// session is found — by its handoff's proof, by a later holder, the
+	// keep-alive or a release — before its COMMIT returned, or after it
+	// but before a check sent after it showed the lock still held; such a
+	// count may come after DoTx returned. The observer was told of each
+	// loss, with the call's ctx.
 	LostCommits int64
 
 	FencedCommits     int64         // fenced DoTx transactions committed
