@@ -1,0 +1,207 @@
+package namedlock_test
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"net"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/go-sql-driver/mysql"
+	"github.com/jmoiron/sqlx"
+
+	"github.com/namedlock/mysql/internal/testdb"
+	"github.com/namedlock/mysql/keyfmt"
+	"github.com/namedlock/mysql/namedlock"
+)
+
+// r2Hooked is an application pool whose connections go through a net.Conn
+// wrapper: when armed, the first COMMIT written on any of its connections
+// calls onCommit first; if onCommit returns true the COMMIT never reaches
+// the server — the socket is closed under it, as a network failure would
+// (the server then rolls the transaction back when it sees the session
+// end), and the driver gets a write error.
+type r2Hooked struct {
+	mu       sync.Mutex
+	onCommit func() (sever bool)
+}
+
+func (h *r2Hooked) arm(fn func() bool) {
+	h.mu.Lock()
+	h.onCommit = fn
+	h.mu.Unlock()
+}
+
+func (h *r2Hooked) take() func() bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	fn := h.onCommit
+	h.onCommit = nil
+	return fn
+}
+
+type r2Conn struct {
+	net.Conn
+	h *r2Hooked
+}
+
+var errR2Severed = errors.New("review r2: the network dropped the connection under the COMMIT")
+
+func (c *r2Conn) Write(b []byte) (int, error) {
+	// A MySQL packet: 3-byte length, sequence id, then COM_QUERY (3) and
+	// the statement text.
+	if len(b) > 5 && b[4] == 3 && strings.EqualFold(string(b[5:]), "COMMIT") {
+		if fn := c.h.take(); fn != nil && fn() {
+			_ = c.Conn.Close()
+			return 0, errR2Severed
+		}
+	}
+	return c.Conn.Write(b)
+}
+
+// r2HookedDB opens the test server's pool through r2Hooked.
+func r2HookedDB(t *testing.T, dsn string) (*sql.DB, *r2Hooked) {
+	t.Helper()
+	cfg, err := mysql.ParseDSN(dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.InterpolateParams = true
+	h := &r2Hooked{}
+	var d net.Dialer
+	cfg.DialFunc = func(ctx context.Context, network, addr string) (net.Conn, error) {
+		c, err := d.DialContext(ctx, network, addr)
+		if err != nil {
+			return nil, err
+		}
+		return &r2Conn{Conn: c, h: h}, nil
+	}
+	connector, err := mysql.NewConnector(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	db := sql.OpenDB(connector)
+	t.Cleanup(func() { _ = db.Close() })
+	return db, h
+}
+
+// TestReviewR2ZombieMintFakesCommittedGroup: a group whose COMMIT never
+// reached the server (the network dropped its connection under it) is
+// resolved as COMMITTED because a zombie holder's autocommit mint, queued
+// on the fence row behind the group, moved the row to exactly the group's
+// last token once the server rolled the group back.
+//
+// Sequence (deterministic, both servers):
+//  1. Instance Z (fenced on the same table, WithHandoff(0, 0): its Acquire
+//     mints a block of 1) calls Acquire(key). GET_LOCK is granted, and its
+//     autocommit mint waits for a connection of Z's application pool (one
+//     connection, held by the test: a slow pool, a GC pause…).
+//  2. Z's lock session is KILLed: the server frees the lock. Z is now a
+//     zombie about to mint.
+//  3. A's DoBatch (one caller) takes the lock, begins, mints token T+1 in
+//     its transaction (the fence row is locked by it), runs its section
+//     (UPDATE counter v = v + 1) and proves its lock held.
+//  4. As A writes its COMMIT, Z's pool connection comes free: Z's mint
+//     queues on the fence row behind A's transaction. The network drops
+//     A's connection before the COMMIT reaches the server: the server
+//     rolls A back (the counter stays 0), and Z's mint runs: the row
+//     becomes T+1, autocommitted.
+//  5. A's Commit failed on the client's side, so groupTx.committed reads
+//     the fence row (LOCK IN SHARE MODE): T+1 == the group's last token,
+//     and A's lock session still holds the lock: "committed".
+//
+// DoBatch returns nil although nothing of its section was committed:
+// "nil exactly when committed" is broken, and the answer is not even
+// ErrCommitUnknown. The check in committed() assumes nobody but the
+// session holding the lock can mint; a holder that lost the lock before
+// the group took it (a zombie between its GET_LOCK and its mint) can.
+func TestReviewR2ZombieMintFakesCommittedGroup(t *testing.T) {
+	srv := testdb.RequireReal(t)
+	app, hook := r2HookedDB(t, srv.DSN)
+	a, table := fenced(t, app)
+	zdb := testdb.OpenDB(t, srv.DSN)
+	zdb.SetMaxOpenConns(1)
+	z := newInstance(t, "", namedlock.WithFencing(zdb, table), namedlock.WithHandoff(0, 0))
+	adm := admin(t)
+	ctr := counterTable(t, sqlx.NewDb(app, "mysql"), 1)
+	key := uniqueKey(t, "zombie")
+	name := keyfmt.Portable(key)
+	ctx := testCtx(t, 60*time.Second)
+
+	// Warm up: both Lockers verify their fence table now.
+	warm := uniqueKey(t, "warm")
+	if err := z.locker.Do(ctx, warm, func(context.Context) error { return nil }); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.locker.DoBatch(ctx, warm, app, func(context.Context, *sql.Tx) error { return nil }); err != nil {
+		t.Fatal(err)
+	}
+
+	// 1. Z's only application connection is busy.
+	zc, err := zdb.Conn(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	zdone := make(chan error, 1)
+	go func() {
+		k, err := z.locker.Acquire(ctx, key)
+		if k != nil {
+			_ = k.Release(context.Background())
+		}
+		zdone <- err
+	}()
+	var zid int64
+	eventually(t, 10*time.Second, "Z granted the lock", func() bool { zid = holderOf(t, adm, name); return zid != 0 })
+	time.Sleep(50 * time.Millisecond) // Z is at its mint, waiting for zdb
+
+	// 2. Z loses its lock.
+	killSession(t, adm, zid)
+	if id := noHolderWithin(t, adm, name, 5*time.Second); id != 0 {
+		t.Fatalf("lock still held by %d after KILL", id)
+	}
+
+	// 3–4.
+	hook.arm(func() bool {
+		_ = zc.Close() // Z's mint goes on, and waits on the fence row
+		deadline := time.Now().Add(10 * time.Second)
+		for time.Now().Before(deadline) {
+			for _, s := range sessions(t, adm) {
+				if strings.Contains(s.info, "INSERT INTO") && strings.Contains(s.info, table) {
+					time.Sleep(20 * time.Millisecond)
+					return true
+				}
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+		t.Error("Z's mint never waited on the fence row")
+		return true
+	})
+	var batchTok uint64
+	err = a.locker.DoBatch(ctx, key, app, func(ctx context.Context, tx *sql.Tx) error {
+		batchTok, _ = namedlock.TokenFromContext(ctx, key)
+		_, err := tx.ExecContext(ctx, "UPDATE "+ctr+" SET v = v + 1 WHERE id = 1")
+		return err
+	})
+	if zerr := <-zdone; zerr != nil {
+		t.Logf("Z's Acquire: %v", zerr)
+	}
+
+	var v int
+	if err := adm.QueryRowContext(ctx, "SELECT v FROM "+ctr+" WHERE id = 1").Scan(&v); err != nil {
+		t.Fatal(err)
+	}
+	var row uint64
+	if err := adm.QueryRowContext(ctx, "SELECT token FROM "+table+" WHERE name = ?", name).Scan(&row); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("DoBatch: %v; section token %d; counter %d; fence row %d", err, batchTok, v, row)
+	switch {
+	case err == nil && v == 0:
+		t.Errorf("DoBatch returned nil, but its section's write was not committed (counter %d): the fence row was moved to the group's last token %d by a zombie's mint, and committed() took that for the group's COMMIT", v, batchTok)
+	case err != nil && v == 1:
+		t.Errorf("DoBatch returned %v, but its section's write was committed", err)
+	}
+}
