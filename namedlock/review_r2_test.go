@@ -205,3 +205,60 @@ func TestReviewR2ZombieMintFakesCommittedGroup(t *testing.T) {
 		t.Errorf("DoBatch returned %v, but its section's write was committed", err)
 	}
 }
+
+// TestReviewR2SectionsAfterImplicitCommitAreCommitted: a section runs a
+// statement that commits implicitly (here CREATE TABLE IF NOT EXISTS on a
+// table that exists — a lazy migration; a COMMIT statement does the same).
+// The doc says the group detects it "when the savepoints are gone" and that
+// "what the sections before wrote may then have been committed". But the
+// group does not stop at the offender: the connection is now in autocommit,
+// SAVEPOINT there is a no-op, and the next sections run in autocommit, each
+// statement committed at once. A later, well-behaved section that returns
+// nil is committed and its caller gets ErrSectionEndedTx; a later section
+// that returns an error is NOT rolled back (its ROLLBACK TO SAVEPOINT finds
+// no savepoint), yet its caller got its own error, which promises its work
+// was undone.
+//
+// Sequence (deterministic, both servers): four callers in one group;
+// 0: increment; 1: increment, then CREATE TABLE IF NOT EXISTS (implicit
+// COMMIT); 2: increment, nil; 3: increment, then return boom.
+// Want (the contract): caller 2 nil exactly when its row is committed;
+// caller 3's section rolled back (its caller got boom). Got: caller 2
+// ErrSectionEndedTx with its row committed; caller 3 boom with its row
+// committed.
+func TestReviewR2SectionsAfterImplicitCommitAreCommitted(t *testing.T) {
+	f := newBatchFixture(t, namedlock.WithBatchLimits(64, time.Minute))
+	ctx := testCtx(t, 30*time.Second)
+	boom := errors.New("section 3 failed")
+	errs := make([]error, 4)
+	lineUp(t, f, 4, func(i int) {
+		errs[i] = f.in.locker.DoBatch(ctx, f.key, f.app, func(ctx context.Context, tx *sql.Tx) error {
+			if err := f.increment(i)(ctx, tx); err != nil {
+				return err
+			}
+			switch i {
+			case 1:
+				_, err := tx.ExecContext(ctx, "CREATE TABLE IF NOT EXISTS "+f.hist+" (caller INT NOT NULL, seen INT NOT NULL, token BIGINT UNSIGNED NOT NULL, conn BIGINT NOT NULL) ENGINE=InnoDB")
+				return err
+			case 3:
+				return boom
+			}
+			return nil
+		})
+	})
+	counter, rows := f.history(t)
+	committed := map[int]bool{}
+	for _, r := range rows {
+		committed[r.caller] = true
+	}
+	for i, err := range errs {
+		t.Logf("caller %d: committed %v, err %v", i, committed[i], err)
+	}
+	t.Logf("counter %d", counter)
+	if committed[2] && errs[2] != nil {
+		t.Errorf("caller 2 (a section that did nothing wrong, after the offender) was committed but got %v", errs[2])
+	}
+	if committed[3] {
+		t.Errorf("caller 3's section returned an error (its caller got %v) but its write was committed, not rolled back to its savepoint", errs[3])
+	}
+}
