@@ -262,3 +262,43 @@ func TestReviewR2SectionsAfterImplicitCommitAreCommitted(t *testing.T) {
 		t.Errorf("caller 3's section returned an error (its caller got %v) but its write was committed, not rolled back to its savepoint", errs[3])
 	}
 }
+
+// TestReviewR2NestedCallIgnoresCallerDeadline: a section calls, on fn's
+// ctx (as the doc tells it to run everything on), something that takes
+// the same key again — here l.Do(ctx, key, …), e.g. a helper shared with
+// code paths that lock by themselves. A Locker is not re-entrant and the
+// doc says such a caller "waits for itself until its ctx ends". With Do or
+// DoTx, fn's ctx ends with the caller's ctx, so the caller gets its
+// deadline error. With DoBatch, fn's ctx is the group's, which never ends
+// with the caller's: DoBatch ignores its caller's deadline for ever, while
+// the group holds the named lock and the fence row (every other instance's
+// fenced holder of the key is stuck at its mint). The contract for a ctx
+// ending during a section ("the section fails once fn has returned") is
+// never reached. Only Close ends it.
+//
+// Sequence (deterministic, both servers): DoBatch with a 1 s ctx whose
+// section runs l.Do(sectionCtx, key, …). Want: DoBatch returns an error
+// matching context.DeadlineExceeded within a few seconds. Got: still
+// blocked after 5 s (the test then Closes the Locker to end it).
+func TestReviewR2NestedCallIgnoresCallerDeadline(t *testing.T) {
+	f := newBatchFixture(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	done := make(chan error, 1)
+	go func() {
+		done <- f.in.locker.DoBatch(ctx, f.key, f.app, func(sctx context.Context, tx *sql.Tx) error {
+			return f.in.locker.Do(sctx, f.key, func(context.Context) error { return nil })
+		})
+	}()
+	select {
+	case err := <-done:
+		t.Logf("DoBatch: %v", err)
+		if !errors.Is(err, context.DeadlineExceeded) {
+			t.Errorf("DoBatch: %v, want its caller's deadline", err)
+		}
+	case <-time.After(6 * time.Second):
+		t.Errorf("DoBatch with a 1 s ctx still blocked after 6 s: its section's nested Do on the same key waits on a ctx that never ends with the caller's")
+		_ = f.in.locker.Close()
+		t.Logf("after Close: %v", <-done)
+	}
+}
