@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"fmt"
 	"net"
 	"strings"
 	"sync"
@@ -300,5 +301,212 @@ func TestReviewR2NestedCallIgnoresCallerDeadline(t *testing.T) {
 		t.Errorf("DoBatch with a 1 s ctx still blocked after 6 s: its section's nested Do on the same key waits on a ctx that never ends with the caller's")
 		_ = f.in.locker.Close()
 		t.Logf("after Close: %v", <-done)
+	}
+}
+
+// TestReviewR2MixedFormsOneKey: two fenced instances on one key, each
+// running DoBatch, Merger.Do, fenced DoTx and Do (a transaction of its
+// own under the lock) at once; some DoBatch sections fail, some callers'
+// ctx end early. Every caller has its own id: a history row exists exactly
+// for the callers that got nil, the counter equals their number, and the
+// tokens, in the order the rows were written (seen), strictly increase.
+func TestReviewR2MixedFormsOneKey(t *testing.T) { reviewR2Mixed(t, false) }
+
+// TestReviewR2MixedFormsOneKeyKills: the same with the key's lock session
+// KILLed every 30 ms and, every 70 ms, a session running a statement on the
+// counter table. A caller whose error matches ErrCommitUnknown may or may
+// not have been committed.
+func TestReviewR2MixedFormsOneKeyKills(t *testing.T) { reviewR2Mixed(t, true) }
+
+func reviewR2Mixed(t *testing.T, kills bool) {
+	f := newBatchFixture(t)
+	b := newInstance(t, "", namedlock.WithFencing(f.app, f.fence))
+	ms := map[*namedlock.Locker]*namedlock.Merger[int, int]{}
+	for _, l := range []*namedlock.Locker{f.in.locker, b.locker} {
+		m, err := namedlock.NewMerger(l, f.app, f.addAll)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ms[l] = m
+	}
+	boom := errors.New("section failed")
+	var mu sync.Mutex
+	ok := map[int]bool{}
+	unknown := map[int]bool{}
+	form := map[int]string{}
+	errOf := map[int]error{}
+	var next int
+	var nextMu sync.Mutex
+	id := func() int { nextMu.Lock(); defer nextMu.Unlock(); next++; return next }
+	stop := time.Now().Add(4 * time.Second)
+	var wg sync.WaitGroup
+	for _, l := range []*namedlock.Locker{f.in.locker, b.locker} {
+		for g := range 10 {
+			wg.Go(func() {
+				for i := 0; time.Now().Before(stop); i++ {
+					c := id()
+					ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+					if i%7 == 3 {
+						cancel() // some ctx end at once, some soon
+					} else if i%5 == 2 {
+						ctx, cancel = context.WithTimeout(context.Background(), time.Duration(i%3)*time.Millisecond)
+					}
+					var err error
+					switch g % 4 {
+					case 0, 1:
+						err = l.DoBatch(ctx, f.key, f.app, func(ctx context.Context, tx *sql.Tx) error {
+							if e := f.increment(c)(ctx, tx); e != nil {
+								return e
+							}
+							if c%9 == 0 {
+								return boom
+							}
+							return nil
+						})
+					case 2:
+						_, err = ms[l].Do(ctx, f.key, c)
+					case 3:
+						if kills || i%2 == 0 { // under KILLs, Do's own transaction is not fenced: a zombie's would be a lost update by design
+							err = l.DoTx(ctx, f.key, f.app, nil, f.increment(c))
+						} else {
+							err = l.Do(ctx, f.key, func(ctx context.Context) error {
+								tx, err := f.app.BeginTx(ctx, nil)
+								if err != nil {
+									return err
+								}
+								if err := f.increment(c)(ctx, tx); err != nil {
+									_ = tx.Rollback()
+									return err
+								}
+								return tx.Commit()
+							})
+						}
+					}
+					cancel()
+					mu.Lock()
+					form[c] = [...]string{"DoBatch", "DoBatch", "Merger", "DoTx/Do"}[g%4]
+					errOf[c] = err
+					mu.Unlock()
+					if errors.Is(err, namedlock.ErrCommitUnknown) {
+						mu.Lock()
+						unknown[c] = true
+						mu.Unlock()
+					}
+					if err == nil {
+						mu.Lock()
+						ok[c] = true
+						mu.Unlock()
+					}
+				}
+			})
+		}
+	}
+	if kills {
+		adm := admin(t)
+		name := keyfmt.Portable(f.key)
+		wg.Go(func() {
+			for n := 0; time.Now().Before(stop); n++ {
+				time.Sleep(30 * time.Millisecond)
+				if id := holderOf(t, adm, name); id != 0 {
+					_, _ = adm.Exec(fmt.Sprintf("KILL CONNECTION %d", id))
+				}
+				if n%2 == 1 {
+					for _, s := range sessions(t, adm) {
+						if strings.Contains(s.info, f.ctr) || strings.Contains(s.info, f.hist) || s.info == "COMMIT" {
+							_, _ = adm.Exec(fmt.Sprintf("KILL CONNECTION %d", s.id))
+							break
+						}
+					}
+				}
+			}
+		})
+	}
+	wg.Wait()
+	counter, rows := f.history(t)
+	t.Logf("%d callers, %d nil, counter %d, %d rows", next, len(ok), counter, len(rows))
+	t.Logf("%d unknown", len(unknown))
+	{
+		committedSet := map[int]bool{}
+		for _, r := range rows {
+			committedSet[r.caller] = true
+		}
+		for c := range unknown {
+			t.Logf("unknown: caller %d (%s) committed=%v: %v", c, form[c], committedSet[c], errOf[c])
+		}
+	}
+	if len(rows) != counter || len(rows) < len(ok) || len(rows) > len(ok)+len(unknown) {
+		t.Errorf("counter %d, %d history rows, %d callers got nil", counter, len(rows), len(ok))
+	}
+	seen := map[int]bool{}
+	for i, r := range rows {
+		seen[r.caller] = true
+		if !ok[r.caller] && !unknown[r.caller] {
+			t.Errorf("caller %d (%s, seen %d, error %v): its write was committed but it got an error", r.caller, form[r.caller], r.seen, errOf[r.caller])
+		}
+		if r.seen != i {
+			t.Errorf("row %d (caller %d, %s, %v) saw %d: a lost update or a gap", i, r.caller, form[r.caller], errOf[r.caller], r.seen)
+		}
+		if i > 0 && r.token <= rows[i-1].token {
+			t.Errorf("row %d (caller %d): token %d not above %d", i, r.caller, r.token, rows[i-1].token)
+		}
+	}
+	for c := range ok {
+		if !seen[c] {
+			t.Errorf("caller %d got nil but nothing of it was committed", c)
+		}
+	}
+}
+
+// TestReviewR2CloseFromSectionDeadlocks: a section calls Close on its own
+// Locker (a fatal condition found inside the request triggers a synchronous
+// shutdown). Close waits for the group's worker (batchSet.closeAndWait),
+// the worker waits for the section to report (<-m.back), and the section
+// waits for Close: Close, DoBatch and the worker block for ever, the named
+// lock and the fence row stay held by a connection nobody will use again,
+// and every later Close of the Locker blocks too (it waits for the
+// first's closeDone). From Do's fn, Close returns (Close does not wait for
+// fn there); nothing in the docs of Close or DoBatch says a section must
+// not call it.
+//
+// Sequence (deterministic, both servers): one DoBatch whose section calls
+// l.Close(). Want: Close returns (ErrClosed for the group, or the section
+// rolled back). Got: nothing returns within 5 s. The test then KILLs the
+// group's business connection so that its cleanup can drop the tables; the
+// goroutines stay blocked (leaked) for the rest of the test binary.
+func TestReviewR2CloseFromSectionDeadlocks(t *testing.T) {
+	srv := testdb.RequireReal(t)
+	app := testdb.OpenDB(t, srv.DSN)
+	table := fenceTable(t, app)
+	lockPool, err := sql.Open("mysql", srv.DSN) // never closed: Close of the Locker never returns
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := mustNew(t, lockPool, namedlock.WithFencing(app, table))
+	adm := admin(t)
+	key := uniqueKey(t, "close")
+	ctx := testCtx(t, 30*time.Second)
+	var conn int64
+	closed := make(chan error, 1)
+	done := make(chan error, 1)
+	go func() {
+		done <- l.DoBatch(ctx, key, app, func(ctx context.Context, tx *sql.Tx) error {
+			if err := tx.QueryRowContext(ctx, "SELECT CONNECTION_ID()").Scan(&conn); err != nil {
+				return err
+			}
+			err := l.Close()
+			closed <- err
+			return err
+		})
+	}()
+	select {
+	case err := <-closed:
+		t.Logf("Close from the section: %v; DoBatch: %v", err, <-done)
+	case err := <-done:
+		t.Logf("DoBatch: %v", err)
+	case <-time.After(5 * time.Second):
+		t.Errorf("Close called from a DoBatch section has not returned after 5 s (nor has DoBatch): Close waits for the worker, which waits for the section, which waits for Close")
+		if conn != 0 {
+			_, _ = adm.Exec(fmt.Sprintf("KILL CONNECTION %d", conn))
+		}
 	}
 }
