@@ -510,3 +510,95 @@ func TestReviewR2CloseFromSectionDeadlocks(t *testing.T) {
 		}
 	}
 }
+
+// TestReviewR2ZombieDoTxFakesCommittedGroup: TestReviewR2ZombieMint…
+// with default options everywhere and a lone DoBatch caller: the zombie is
+// a fenced DoTx of another instance (its mint, one token, is in its own
+// transaction, which it commits: a fenced DoTx with no local waiter commits
+// without a proof, the fence row being what orders it).
+//
+// Sequence (deterministic, both servers): Z.DoTx(key) is granted the lock
+// and waits to BEGIN on its application pool (one connection, held by the
+// test); Z's lock session is KILLed; A's DoBatch (one caller, UPDATE
+// counter) takes the lock and mints T+1 in its transaction; as A writes its
+// COMMIT, Z's pool connection comes free: Z begins and its mint queues on
+// the fence row; the network drops A's connection before the COMMIT
+// reaches the server: A is rolled back; Z's mint returns T+1, Z's fn
+// returns nil and Z commits (the fence row is now T+1); A's committed()
+// read of the fence row (which waited for Z's transaction) sees T+1, the
+// group's last token, while A's lock session still holds the lock:
+// DoBatch returns nil, and its write is not in the table.
+func TestReviewR2ZombieDoTxFakesCommittedGroup(t *testing.T) {
+	srv := testdb.RequireReal(t)
+	app, hook := r2HookedDB(t, srv.DSN)
+	a, table := fenced(t, app)
+	zdb := testdb.OpenDB(t, srv.DSN)
+	zdb.SetMaxOpenConns(1)
+	z := newInstance(t, "", namedlock.WithFencing(zdb, table))
+	adm := admin(t)
+	ctr := counterTable(t, sqlx.NewDb(app, "mysql"), 1)
+	key := uniqueKey(t, "zombie")
+	name := keyfmt.Portable(key)
+	ctx := testCtx(t, 60*time.Second)
+
+	warm := uniqueKey(t, "warm")
+	if err := z.locker.DoTx(ctx, warm, zdb, nil, func(context.Context, *sql.Tx) error { return nil }); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.locker.DoBatch(ctx, warm, app, func(context.Context, *sql.Tx) error { return nil }); err != nil {
+		t.Fatal(err)
+	}
+
+	zc, err := zdb.Conn(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	zdone := make(chan error, 1)
+	var zTok uint64
+	go func() {
+		zdone <- z.locker.DoTx(ctx, key, zdb, nil, func(ctx context.Context, tx *sql.Tx) error {
+			zTok, _ = namedlock.TokenFromContext(ctx, key)
+			return nil
+		})
+	}()
+	var zid int64
+	eventually(t, 10*time.Second, "Z granted the lock", func() bool { zid = holderOf(t, adm, name); return zid != 0 })
+	time.Sleep(20 * time.Millisecond) // Z waits to BEGIN on zdb
+	killSession(t, adm, zid)
+	if id := noHolderWithin(t, adm, name, 5*time.Second); id != 0 {
+		t.Fatalf("lock still held by %d after KILL", id)
+	}
+	hook.arm(func() bool {
+		_ = zc.Close()
+		deadline := time.Now().Add(10 * time.Second)
+		for time.Now().Before(deadline) {
+			for _, s := range sessions(t, adm) {
+				if strings.Contains(s.info, "INSERT INTO") && strings.Contains(s.info, table) {
+					time.Sleep(20 * time.Millisecond)
+					return true
+				}
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+		t.Error("Z's mint never waited on the fence row")
+		return true
+	})
+	var batchTok uint64
+	err = a.locker.DoBatch(ctx, key, app, func(ctx context.Context, tx *sql.Tx) error {
+		batchTok, _ = namedlock.TokenFromContext(ctx, key)
+		_, err := tx.ExecContext(ctx, "UPDATE "+ctr+" SET v = v + 1 WHERE id = 1")
+		return err
+	})
+	zerr := <-zdone
+	var v int
+	if err := adm.QueryRowContext(ctx, "SELECT v FROM "+ctr+" WHERE id = 1").Scan(&v); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("DoBatch: %v (token %d); Z's DoTx: %v (token %d); counter %d", err, batchTok, zerr, zTok, v)
+	switch {
+	case err == nil && v == 0:
+		t.Errorf("DoBatch returned nil, but its section's write was not committed: the zombie DoTx's committed mint (token %d) put the fence row at the group's last token %d", zTok, batchTok)
+	case err != nil && v == 1:
+		t.Errorf("DoBatch returned %v, but its section's write was committed", err)
+	}
+}
