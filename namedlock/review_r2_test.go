@@ -602,3 +602,60 @@ func TestReviewR2ZombieDoTxFakesCommittedGroup(t *testing.T) {
 		t.Errorf("DoBatch returned %v, but its section's write was committed", err)
 	}
 }
+
+// TestReviewR2ConnectionLossCalledSectionEndedTx: the group's business
+// connection is lost (KILLed by a DBA or a failover, the network) after its
+// last section returned nil and before the group's RELEASE SAVEPOINT. The
+// server rolled everything back, and no section ended the transaction; yet
+// every caller gets an error matching ErrSectionEndedTx, whose message and
+// doc say "what the sections before it wrote may have been committed" —
+// an unknown outcome where the outcome is known (nothing committed), so a
+// caller cannot safely retry. section() and txGone tell a broken
+// connection apart (isConnClosed); the RELEASE SAVEPOINT in runGroup does
+// not.
+//
+// Sequence (deterministic, both servers): a group of two callers, both
+// incrementing; while section 1 runs (no statement in flight) the test
+// KILLs the group's connection; section 1 returns nil. Want: both errors,
+// nothing committed, neither matching ErrSectionEndedTx. Got: both match
+// ErrSectionEndedTx.
+func TestReviewR2ConnectionLossCalledSectionEndedTx(t *testing.T) {
+	f := newBatchFixture(t, namedlock.WithBatchLimits(64, time.Minute))
+	adm := admin(t)
+	ctx := testCtx(t, 30*time.Second)
+	errs := make([]error, 2)
+	lineUp(t, f, 2, func(i int) {
+		errs[i] = f.in.locker.DoBatch(ctx, f.key, f.app, func(ctx context.Context, tx *sql.Tx) error {
+			if err := f.increment(i)(ctx, tx); err != nil {
+				return err
+			}
+			if i == 1 {
+				var id int64
+				if err := tx.QueryRowContext(ctx, "SELECT CONNECTION_ID()").Scan(&id); err != nil {
+					return err
+				}
+				killSession(t, adm, id)
+				eventually(t, 10*time.Second, "the group's session ended", func() bool {
+					for _, s := range sessions(t, adm) {
+						if s.id == id {
+							return false
+						}
+					}
+					return true
+				})
+			}
+			return nil
+		})
+	})
+	counter, rows := f.history(t)
+	t.Logf("counter %d, %d rows", counter, len(rows))
+	for i, err := range errs {
+		t.Logf("caller %d: %v", i, err)
+		if err == nil && counter == 0 {
+			t.Errorf("caller %d: nil, nothing committed", i)
+		}
+		if errors.Is(err, namedlock.ErrSectionEndedTx) && counter == 0 {
+			t.Errorf("caller %d: %v matches ErrSectionEndedTx (\"may have been committed\"), but the connection was lost and nothing was committed", i, err)
+		}
+	}
+}
