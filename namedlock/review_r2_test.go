@@ -659,3 +659,52 @@ func TestReviewR2ConnectionLossCalledSectionEndedTx(t *testing.T) {
 		}
 	}
 }
+
+// TestReviewR2FairnessTwoInstances: issue 22's point 5, "fair across
+// instances: each of two instances does at least 40 % of the work", for
+// each form, with 16 goroutines per instance on one hot key for 3 s.
+func TestReviewR2FairnessTwoInstances(t *testing.T) {
+	for _, form := range []string{"DoBatch", "Merger"} {
+		t.Run(form, func(t *testing.T) {
+			f := newBatchFixture(t)
+			b := newInstance(t, "", namedlock.WithFencing(f.app, f.fence))
+			var counts [2]int64
+			var mu sync.Mutex
+			stop := time.Now().Add(3 * time.Second)
+			var wg sync.WaitGroup
+			for inst, l := range []*namedlock.Locker{f.in.locker, b.locker} {
+				m, err := namedlock.NewMerger(l, f.app, f.addAll)
+				if err != nil {
+					t.Fatal(err)
+				}
+				for g := range 16 {
+					wg.Go(func() {
+						for time.Now().Before(stop) {
+							ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+							var err error
+							if form == "DoBatch" {
+								err = l.DoBatch(ctx, f.key, f.app, f.increment(g))
+							} else {
+								_, err = m.Do(ctx, f.key, g)
+							}
+							cancel()
+							if err == nil {
+								mu.Lock()
+								counts[inst]++
+								mu.Unlock()
+							}
+						}
+					})
+				}
+			}
+			wg.Wait()
+			total := counts[0] + counts[1]
+			t.Logf("%s: instance A %d, instance B %d", form, counts[0], counts[1])
+			for i, c := range counts {
+				if total == 0 || float64(c) < 0.4*float64(total) {
+					t.Errorf("instance %d did %d of %d (%.0f %%), want at least 40 %%", i, c, total, 100*float64(c)/float64(max(total, 1)))
+				}
+			}
+		})
+	}
+}
