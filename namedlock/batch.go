@@ -41,12 +41,14 @@ import (
 //     error matching ctx.Err().
 //   - Once fn has returned nil, DoBatch waits for the group's COMMIT, even
 //     if ctx ends meanwhile.
-//   - If the group cannot commit (its connection lost, a section that
-//     ended the transaction, a failed COMMIT), every caller still waiting
-//     in it gets an error and nothing of the group was committed. A COMMIT
-//     that fails on the client's side is resolved by reading the fence row
-//     while the lock is still held; when that cannot be learned, the error
-//     matches [ErrCommitUnknown].
+//   - If the group cannot commit (its connection lost, a failed COMMIT),
+//     every caller still waiting in it gets an error and nothing of the
+//     group was committed — except for a COMMIT that got no answer (the
+//     connection broke after it was sent, or the server ended the session
+//     during it): then every caller waiting in the group gets an error
+//     matching [ErrCommitUnknown], as [Locker.DoTx] does, and the group may
+//     have committed. An error of a COMMIT that proves it was not applied
+//     (the server refused it, or it was never sent) is an ordinary error.
 //   - When the lock is lost (or Close takes it) during a group, fn's ctx
 //     ends (its cause says why), no further section of the group starts
 //     (those callers get an error matching ErrNotAcquired), and the group

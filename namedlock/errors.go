@@ -70,8 +70,8 @@ var (
 	// the group of a [Locker.DoBatch] or [Merger], was sent and no answer
 	// came back (the application's connection broke, or the server ended
 	// its session, during the COMMIT), so the transaction may have
-	// committed or not, and nothing the library could read tells which (a
-	// group first tries to learn it from the fence row: see DoBatch). Do not
+	// committed or not, and nothing the library could read tells which
+	// (every caller of such a group gets it). Do not
 	// run it again blindly: check whether its writes are there (a row it
 	// inserted, an idempotency key) first. The error also matches the
 	// driver's.

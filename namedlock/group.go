@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/go-sql-driver/mysql"
+
+	"github.com/namedlock/mysql/internal/flavor"
 )
 
 // Groups: the callers of DoBatch (or of one Merger) queued for one key in
@@ -487,9 +489,7 @@ func (l *Locker) runGroup(gq *groupQueue, k *Lock, r groupRunner) {
 
 // prove starts a check that the lock's session holds the lock now, in a
 // goroutine of its own, and returns the wait for its result: a group
-// whose lock is found lost before its COMMIT is rolled back, and one
-// proven held then has its COMMIT's outcome learned from the fence row
-// should its connection break under it (committed).
+// whose lock is found lost before its COMMIT is rolled back.
 func (gt *groupTx) prove() func() error {
 	since := time.Now()
 	ch := make(chan error, 1)
@@ -585,55 +585,23 @@ func (gt *groupTx) runMerged(gctx context.Context, g []*member) error {
 // group whose fn panicked (in another caller's goroutine).
 var errMergerPanicked = errors.New("namedlock: Merger: fn panicked")
 
-// commit commits the group's transaction. A COMMIT that fails on the
-// client's side (a broken connection) may still have been applied: the
-// fence row, read once the server has ended the transaction, says
-// whether it was, while the lock has stayed with this session throughout.
+// commit commits the group's transaction. A COMMIT whose error does not
+// prove it was not applied (commitRefused: the connection broke after it
+// was written, or the server ended the session during it) leaves the
+// outcome unknown: the error matches ErrCommitUnknown. Nothing the library
+// could read tells it: the fence row cannot, since the tokens of a group
+// rolled back are minted again by the next holder of the key.
 func (gt *groupTx) commit(key string) error {
 	cerr := gt.tx.Commit()
-	if cerr == nil {
-		return nil
-	}
-	if mysqlErrNum(cerr) != 0 {
-		// The server answered: it did not commit.
-		return fail(key, "", gt.r.call+": commit: "+cerr.Error(), cerr)
-	}
-	committed, why := gt.committed()
 	switch {
-	case why == "" && committed:
+	case cerr == nil:
 		return nil
-	case why == "":
-		return fail(key, "", gt.r.call+": commit: "+cerr.Error()+"; the transaction was rolled back", cerr)
+	case !commitRefused(cerr):
+		return fail(key, "", gt.r.call+": commit: the group's transaction may have committed; its outcome is unknown: "+cerr.Error(), ErrCommitUnknown, cerr)
+	case flavor.IsWriteConflict(cerr):
+		return fail(key, "", gt.r.call+": commit: "+cerr.Error()+"; nothing of the group was committed", ErrWriteConflict, cerr)
 	}
-	return fail(key, "", gt.r.call+": commit: "+cerr.Error()+"; whether it was applied could not be learned ("+why+")", ErrCommitUnknown, cerr)
-}
-
-// committed learns whether the group's transaction committed, after its
-// COMMIT failed on the client's side: a locking read of the fence row
-// waits until the server has ended the transaction, and the row holds
-// the group's last token if it committed, the one before its first if
-// not. That holds only while nobody else minted: so the lock's session is
-// checked to have held the lock until after the read.
-func (gt *groupTx) committed() (committed bool, unknown string) {
-	f := gt.l.cfg.fence
-	ctx, cancel := context.WithTimeout(context.Background(), gt.l.cfg.releaseTimeout)
-	defer cancel()
-	var tok uint64
-	err := f.db.QueryRowContext(ctx, "SELECT token FROM "+f.quoted+" WHERE name = ? LOCK IN SHARE MODE", gt.k.q.name).Scan(&tok)
-	if err != nil {
-		return false, "read the fence row: " + err.Error()
-	}
-	if tok == gt.first-1 {
-		return false, "" // a mint after a commit of the group would have gone past its last
-	}
-	read := time.Now()
-	if err := gt.k.sess.check(gt.l.bg, gt.l.cfg.checkTimeout, read); err != nil {
-		return false, "the lock's session: " + err.Error()
-	}
-	if tok == gt.first+gt.n-1 {
-		return true, ""
-	}
-	return false, fmt.Sprintf("the fence row holds token %d, the group minted %d to %d", tok, gt.first, gt.first+gt.n-1)
+	return fail(key, "", gt.r.call+": commit: "+cerr.Error()+"; nothing of the group was committed", cerr)
 }
 
 // deliver gives the group's outcome to the members waiting for it.

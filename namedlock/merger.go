@@ -50,8 +50,10 @@ func NewMerger[Req, Res any](l *Locker, db *sql.DB, fn func(ctx context.Context,
 // once fn has started, Do waits for the group's outcome whatever ctx does.
 // fn's error, a wrong number of results, a panic of fn (which goes on in
 // the goroutine that ran it; the others get an error), or a COMMIT that
-// failed fail every request of the group, and nothing of it is committed;
-// see [Locker.DoBatch] for the rest of the contract, which Do shares. An
+// failed fail every request of the group, and nothing of it is committed,
+// except that a COMMIT that got no answer gives every request an error
+// matching [ErrCommitUnknown] (the group may have committed); see
+// [Locker.DoBatch] for the rest of the contract, which Do shares. An
 // empty key returns an error matching [ErrInvalidKey].
 func (m *Merger[Req, Res]) Do(ctx context.Context, key string, req Req) (Res, error) {
 	var zero Res
