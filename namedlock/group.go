@@ -65,11 +65,15 @@ func (c *config) batchLimits() (int, time.Duration) {
 }
 
 // ErrSectionEndedTx: a section of a group ended the group's transaction
-// (it committed or rolled back through the *sql.Tx, or ran COMMIT or
-// ROLLBACK, or a statement of it failed in a way the server ends the
-// transaction for, such as a deadlock). Every request of the group that
-// had not returned gets an error matching it. What the sections before
-// had written may have been committed by that section.
+// (it committed or rolled back through the *sql.Tx, ran COMMIT, ROLLBACK
+// or a statement that commits implicitly such as DDL, or a statement of it
+// failed in a way the server ends the transaction for, such as a
+// deadlock). The group stops right after that section: every caller of
+// the group that had not returned gets an error matching it. What that
+// section and the sections before it wrote may have been committed; the
+// sections after it did not run. A group whose connection broke is not
+// reported with it: nothing of it was committed, and its callers get the
+// connection's error.
 var ErrSectionEndedTx = errors.New("namedlock: a section ended the group's transaction")
 
 // batchSet is the Locker's group queues. Its fields are guarded by mu.
@@ -405,6 +409,9 @@ type groupTx struct {
 	// broke is set when a section's error says the connection broke:
 	// database/sql then ends the transaction itself (sql.ErrTxDone).
 	broke bool
+	// proven is the wait for the proof started beside the RELEASE
+	// SAVEPOINT of the group's last section, nil if none was.
+	proven func() error
 }
 
 // runGroup runs one group of gq under k, which it keeps held.
@@ -455,20 +462,17 @@ func (l *Locker) runGroup(gq *groupQueue, k *Lock, r groupRunner) {
 				l.endRest(g[i:], fail(m.key, "not acquired", "the group's lock was lost (or the Locker closed) before this section started", ErrNotAcquired, context.Cause(gctx)))
 				break
 			}
-			if gerr = gt.section(gctx, m, gt.first+uint64(i)); gerr != nil {
+			if gerr = gt.section(gctx, m, gt.first+uint64(i), i == len(g)-1); gerr != nil {
 				l.endRest(g[i+1:], gerr)
 				break
 			}
 		}
 	}
-	if proven == nil && gerr == nil && len(gt.ok) > 0 {
-		proven = gt.prove() // beside the RELEASE SAVEPOINT
+	if proven == nil {
+		proven = gt.proven // beside the last section's RELEASE SAVEPOINT
 	}
-	if gerr == nil && len(gt.ok) > 0 && gt.sp > 0 {
-		// A section that ended the transaction left no savepoint behind.
-		if _, err := tx.ExecContext(context.Background(), "RELEASE SAVEPOINT nl_s1"); err != nil {
-			gerr = fail(gq.gk.key, "", r.call+": a section ended the group's transaction (its savepoints are gone: "+err.Error()+"); what the sections before it wrote may have been committed", ErrSectionEndedTx, err)
-		}
+	if proven == nil && gerr == nil && len(gt.ok) > 0 {
+		proven = gt.prove()
 	}
 	if proven != nil {
 		if err := proven(); err != nil && gerr == nil && len(gt.ok) > 0 {
@@ -498,9 +502,13 @@ func (gt *groupTx) prove() func() error {
 }
 
 // section runs m's section, with token tok, in the group's transaction,
-// under its own savepoint. It returns an error when the group cannot go
-// on (its transaction is gone).
-func (gt *groupTx) section(gctx context.Context, m *member, tok uint64) error {
+// under its own savepoint, released once the section succeeded: that
+// RELEASE SAVEPOINT (or the ROLLBACK TO SAVEPOINT of a failed section)
+// fails when the section ended the transaction, so the group stops there,
+// before a later section runs outside it. The proof of the lock starts
+// beside the RELEASE of the group's last section. section returns an
+// error when the group cannot go on (its transaction is gone).
+func (gt *groupTx) section(gctx context.Context, m *member, tok uint64, last bool) error {
 	if !gt.l.turn(m) {
 		return nil // m left
 	}
@@ -517,24 +525,49 @@ func (gt *groupTx) section(gctx context.Context, m *member, tok uint64) error {
 	case e.skipped:
 	case e.err != nil || e.panicked:
 		// Its caller has its error (or its panic): only its work is undone.
-		gt.broke = gt.broke || isConnClosed(e.err) || gctx.Err() != nil // a statement cut by the group's ctx closes the connection
+		gt.broke = gt.broke || connEnded(e.err) || gctx.Err() != nil // a statement cut by the group's ctx closes the connection
 		if _, err := gt.tx.ExecContext(context.Background(), "ROLLBACK TO SAVEPOINT "+sp); err != nil {
 			return gt.txGone(err)
 		}
 	default:
+		// Its caller waits for the group's outcome, whatever it is: what
+		// it wrote may have been committed by its own section.
 		gt.ok = append(gt.ok, m)
+		if last {
+			gt.proven = gt.prove()
+		}
+		if _, err := gt.tx.ExecContext(context.Background(), "RELEASE SAVEPOINT "+sp); err != nil {
+			return gt.txGone(err)
+		}
 	}
 	return nil
 }
 
 // txGone is the group's error when a statement of its own failed: the
-// transaction was ended by a section, or its connection broke.
+// transaction was ended by a section, or its connection broke (then the
+// server rolled it back).
 func (gt *groupTx) txGone(err error) error {
 	key := gt.k.key
-	if !gt.broke && !isConnClosed(err) && (errors.Is(err, sql.ErrTxDone) || isNoSavepoint(err)) {
-		return fail(key, "", gt.r.call+": a section ended the group's transaction ("+err.Error()+"); what the sections before it wrote may have been committed", ErrSectionEndedTx, err)
+	if !gt.broke && !connEnded(err) && (errors.Is(err, sql.ErrTxDone) || isNoSavepoint(err)) {
+		return fail(key, "", gt.r.call+": a section ended the group's transaction ("+err.Error()+"); what it and the sections before it wrote may have been committed, and no later section ran", ErrSectionEndedTx, err)
 	}
 	return fail(key, "", gt.r.call+": the group's transaction failed, nothing of it was committed: "+err.Error(), err)
+}
+
+// connEnded reports whether err says the connection broke or the server
+// ended its session (which rolls back its open transaction).
+func connEnded(err error) bool {
+	if isConnClosed(err) {
+		return true
+	}
+	switch mysqlErrNum(err) {
+	case 1053, // ER_SERVER_SHUTDOWN
+		1927, // ER_CONNECTION_KILLED (MariaDB)
+		3169, // ER_SESSION_WAS_KILLED (MySQL)
+		4031: // ER_CLIENT_INTERACTION_TIMEOUT (MySQL)
+		return true
+	}
+	return false
 }
 
 // isNoSavepoint reports ER_SP_DOES_NOT_EXIST (1305).

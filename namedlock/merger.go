@@ -33,7 +33,16 @@ type Merger[Req, Res any] struct {
 // the group must stop (the lock lost, Close), never when a caller's ctx
 // ends: a statement whose ctx ends closes its connection. fn must not
 // commit or roll back tx (see [Locker.DoBatch]), nor keep reqs or tx after
-// it returns.
+// it returns, nor take the lock of the same key through l, nor call Close
+// on l (as for a section of DoBatch, such a call blocks until Close or a
+// loss of the lock, or for ever).
+//
+// Before the group's COMMIT, the lock is proven held by a check on the
+// lock's session that starts as fn starts and runs beside it (not at fn's
+// last statement): a group whose check finds the lock lost is rolled back
+// (its requests get an error matching [ErrLockLost]); a loss after the
+// check does not fail the group, whose COMMIT is kept in order by the
+// fence row, as a fenced [Locker.DoTx]'s is.
 func NewMerger[Req, Res any](l *Locker, db *sql.DB, fn func(ctx context.Context, tx *sql.Tx, key string, reqs []Req) ([]Res, error)) (*Merger[Req, Res], error) {
 	if l == nil {
 		return nil, fail("", "", "invalid argument: NewMerger: nil *Locker", ErrInvalidArgument)
