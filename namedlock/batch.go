@@ -38,7 +38,8 @@ import (
 //     transaction; so fn must not run statements on a ctx of its own. A
 //     ctx that ends during the section makes the section fail once fn has
 //     returned: it is rolled back to its savepoint and DoBatch returns an
-//     error matching ctx.Err().
+//     error matching ctx.Err(). A wait of this library that fn starts on
+//     fn's ctx (for a lock, or for a group) ends also when ctx ends.
 //   - Once fn has returned nil, DoBatch waits for the group's COMMIT, even
 //     if ctx ends meanwhile.
 //   - If the group cannot commit (its connection lost, a failed COMMIT),
@@ -80,11 +81,10 @@ import (
 // SESSION); use db rather than tx (that would not be in the group, and
 // could wait for the group's own row locks); take the lock of the same
 // key through the same Locker (Do, DoTx, Acquire, DoBatch, a Merger: a
-// Locker is not re-entrant, and fn's ctx does not end with the caller's,
-// so such a call waits for the group, which waits for fn, until Close or
-// a loss of the lock ends fn's ctx); or call Close on the Locker (Close
-// waits for the group, which waits for fn: they block each other for
-// ever).
+// Locker is not re-entrant, so such a call waits for the group, which
+// waits for fn, until ctx ends, Close or a loss of the lock ends fn's
+// ctx, and then fails); or call Close on the Locker (Close waits for the
+// group, which waits for fn: they block each other for ever).
 //
 // DoBatch needs no change to a critical section written for
 // [Locker.DoTx]: it saves one COMMIT per section at the price of a
@@ -115,7 +115,9 @@ func (l *Locker) DoBatch(ctx context.Context, key string, db *sql.DB, fn func(ct
 		return notAcquired(ctx, key, nil)
 	}
 	gk := groupKey{key: key}
-	m := newMember(ctx, key, nil)
+	wctx, stop := waitCtx(ctx)
+	defer stop()
+	m := newMember(wctx, key, nil)
 	if err := l.enqueue(gk, m, groupRunner{db: db, call: "DoBatch"}); err != nil {
 		return err
 	}

@@ -670,13 +670,41 @@ type sectionCtx struct {
 }
 
 func (c sectionCtx) Value(key any) any {
-	if key == (tokenKey{}) {
+	switch key {
+	case tokenKey{}:
 		return c.locks
+	case sectionCallerKey{}:
+		return c.vals
 	}
 	if v := c.Context.Value(key); v != nil {
 		return v
 	}
 	return c.vals.Value(key)
+}
+
+// sectionCallerKey is the key of the caller's ctx in a section's ctx.
+type sectionCallerKey struct{}
+
+// waitCtx returns the ctx a wait of the library for a lock (or for a
+// group) runs on: ctx, ending also when the ctx of the DoBatch caller
+// whose section ctx comes from ends. A section's ctx does not end with its
+// caller's (a statement on it would close the group's connection), but a
+// section that waits for a lock (the same key's, which the group holds)
+// must not wait longer than its caller would. stop must be called once
+// the wait is over.
+func waitCtx(ctx context.Context) (wctx context.Context, stop func()) {
+	caller, _ := ctx.Value(sectionCallerKey{}).(context.Context)
+	if caller == nil || caller.Done() == nil {
+		return ctx, func() {}
+	}
+	wctx, cancel := context.WithCancelCause(ctx)
+	unhook := context.AfterFunc(caller, func() {
+		cancel(fmt.Errorf("the ctx of the DoBatch caller whose section waits ended: %w", context.Cause(caller)))
+	})
+	return wctx, func() {
+		unhook()
+		cancel(context.Canceled)
+	}
 }
 
 // groupTxOptions returns the options a group's transaction begins with: the

@@ -80,7 +80,9 @@ func (m *Merger[Req, Res]) Do(ctx context.Context, key string, req Req) (Res, er
 		return zero, notAcquired(ctx, key, nil)
 	}
 	gk := groupKey{owner: m, key: key}
-	mb := newMember(ctx, key, req)
+	wctx, stop := waitCtx(ctx)
+	defer stop()
+	mb := newMember(wctx, key, req)
 	if err := l.enqueue(gk, mb, groupRunner{db: m.db, call: "Merger", merge: true}); err != nil {
 		return zero, err
 	}
