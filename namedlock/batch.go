@@ -38,44 +38,63 @@ import (
 //     transaction; so fn must not run statements on a ctx of its own. A
 //     ctx that ends during the section makes the section fail once fn has
 //     returned: it is rolled back to its savepoint and DoBatch returns an
-//     error matching ctx.Err().
+//     error matching ctx.Err(). A wait of this library that fn starts on
+//     fn's ctx (for a lock, or for a group) ends also when ctx ends.
 //   - Once fn has returned nil, DoBatch waits for the group's COMMIT, even
 //     if ctx ends meanwhile.
-//   - If the group cannot commit (its connection lost, a section that
-//     ended the transaction, a failed COMMIT), every caller still waiting
-//     in it gets an error and nothing of the group was committed. A COMMIT
-//     that fails on the client's side is resolved by reading the fence row
-//     while the lock is still held; when that cannot be learned, the error
-//     matches [ErrCommitUnknown].
-//   - When the lock is lost (or Close takes it) during a group, fn's ctx
-//     ends (its cause says why), no further section of the group starts
-//     (those callers get an error matching ErrNotAcquired), and the group
-//     is rolled back: before its COMMIT a group proves, beside its last
-//     statement, that its lock is still held, and every caller waiting in
-//     a group found without it gets an error matching [ErrLockLost]. A
-//     loss after that proof does not fail the group: its COMMIT is kept in
-//     order by the fence row, as a fenced [Locker.DoTx]'s is. Close waits
-//     for the section running, whose ctx it ends.
+//   - If the group cannot commit (its connection lost, a failed COMMIT),
+//     every caller still waiting in it gets an error and nothing of the
+//     group was committed — except for a COMMIT that got no answer (the
+//     connection broke after it was sent, or the server ended the session
+//     during it): then every caller waiting in the group gets an error
+//     matching [ErrCommitUnknown], as [Locker.DoTx] does, and the group may
+//     have committed. An error of a COMMIT that proves it was not applied
+//     (the server refused it, or it was never sent) is an ordinary error.
+//   - When the lock is lost during a group, fn's ctx ends (its cause says
+//     why), no further section of the group starts (those callers get an
+//     error matching ErrNotAcquired), and the group is rolled back: before
+//     its COMMIT a group proves, beside the RELEASE SAVEPOINT of its last
+//     section, that its lock is still held, and every caller waiting in a
+//     group found without it gets an error matching [ErrLockLost]. A loss
+//     after that proof does not fail the group: its COMMIT is kept in
+//     order by the fence row, as a fenced [Locker.DoTx]'s is.
+//   - When Close takes the lock during a group, fn's ctx ends the same way
+//     and no further section starts (those callers get an error matching
+//     ErrNotAcquired), but the lock stays with its session until the group
+//     has ended: the group commits the sections that succeeded, as usual.
+//     Close waits for the section running and for that COMMIT.
 //
 // What fn must not do: commit or roll back the transaction (tx.Commit,
 // tx.Rollback, or a COMMIT, ROLLBACK or statement that commits
-// implicitly, such as DDL), which database/sql cannot refuse: the group
-// detects it when the savepoints are gone and fails every caller still
-// waiting with an error matching [ErrSectionEndedTx], but what the sections
-// before wrote may then have been committed; swallow an error of a
-// statement that makes the server end the transaction (a deadlock,
-// ER_LOCK_DEADLOCK): return it; leave session state that the next section
-// would inherit (user variables, temporary tables, SET SESSION); use db
-// rather than tx (that would not be in the group, and could wait for the
-// group's own row locks).
+// implicitly, such as DDL), which database/sql cannot refuse; swallow an
+// error of a statement that makes the server end the transaction (a
+// deadlock, ER_LOCK_DEADLOCK): return it. The group detects either right
+// after the section (its savepoint is gone: the group releases each
+// section's savepoint once it succeeded, or rolls back to it once it
+// failed) and stops there: no later section of the group runs, and every
+// caller still waiting — the offending section's, those of the sections
+// before it, and those of the sections not run — gets an error matching
+// [ErrSectionEndedTx]. What the offending section and the sections before
+// it wrote may have been committed (by the section's own COMMIT or DDL);
+// the sections not run wrote nothing. Nor must fn leave session state that
+// the next section would inherit (user variables, temporary tables, SET
+// SESSION); use db rather than tx (that would not be in the group, and
+// could wait for the group's own row locks); take the lock of the same
+// key through the same Locker (Do, DoTx, Acquire, DoBatch, a Merger: a
+// Locker is not re-entrant, so such a call waits for the group, which
+// waits for fn, until ctx ends, Close or a loss of the lock ends fn's
+// ctx, and then fails); or call Close on the Locker (Close waits for the
+// group, which waits for fn: they block each other for ever).
 //
 // DoBatch needs no change to a critical section written for
 // [Locker.DoTx]: it saves one COMMIT per section at the price of a
-// SAVEPOINT. A [Merger], whose fn handles a whole group at once
-// (one read, one write, one multi-row insert for many requests), is where
+// SAVEPOINT and a RELEASE SAVEPOINT. A [Merger], whose fn handles a whole
+// group at once (one read, one write, one multi-row insert for many
+// requests), is where
 // the large gains are. Both pay off only on a key many callers of one
 // process want at once; a caller alone pays the round trips of the
-// group (a token mint and a savepoint) on top of its transaction.
+// group (a token mint, a savepoint and its release) on top of its
+// transaction.
 //
 // The callers of a key wait without a connection; the group's worker
 // holds one of the lock pool (the lock) and one of db.
@@ -96,7 +115,9 @@ func (l *Locker) DoBatch(ctx context.Context, key string, db *sql.DB, fn func(ct
 		return notAcquired(ctx, key, nil)
 	}
 	gk := groupKey{key: key}
-	m := newMember(ctx, key, nil)
+	wctx, stop := waitCtx(ctx)
+	defer stop()
+	m := newMember(wctx, key, nil)
 	if err := l.enqueue(gk, m, groupRunner{db: db, call: "DoBatch"}); err != nil {
 		return err
 	}

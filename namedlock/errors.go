@@ -70,13 +70,13 @@ var (
 	// the group of a [Locker.DoBatch] or [Merger], was sent and no answer
 	// came back (the application's connection broke, or the server ended
 	// its session, during the COMMIT), so the transaction may have
-	// committed or not, and nothing the library could read tells which (a
-	// group first tries to learn it from the fence row: see DoBatch). A
-	// DoTx whose fn ended the transaction itself (tx.Commit, tx.Rollback),
-	// which DoTx's doc forbids, returns it too: database/sql does not say
-	// whether fn committed. A session the server ended while it sat idle
-	// before the COMMIT (MySQL's error 4031) is not such a case: the
-	// transaction was rolled back, and the error does not match. Do not
+	// committed or not, and nothing the library could read tells which
+	// (every caller of such a group gets it). A DoTx whose fn ended the
+	// transaction itself (tx.Commit, tx.Rollback), which DoTx's doc
+	// forbids, returns it too: database/sql does not say whether fn
+	// committed. A session the server ended while it sat idle before the
+	// COMMIT (MySQL's error 4031) is not such a case: the transaction was
+	// rolled back, and the error does not match. Do not
 	// run it again blindly: check whether its writes are there (a row it
 	// inserted, an idempotency key) first. The error also matches the
 	// driver's.

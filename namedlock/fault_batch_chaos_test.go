@@ -28,12 +28,11 @@ import (
 // ctx end while they wait; Merger groups fail or panic in fn.
 //
 // Whatever happens, the final counter equals the history rows, which are
-// exactly the requests that returned nil, plus some of those whose COMMIT's
-// outcome could not be learned (ErrCommitUnknown: the application
-// connection broke under the COMMIT after the lock session had been
-// KILLed, so another instance may have minted on the fence row since;
-// logged); the committed tokens strictly increase in commit order (no
-// lost update).
+// exactly the requests that returned nil, plus some of those whose COMMIT
+// got no answer (ErrCommitUnknown: the application connection was KILLed
+// under the COMMIT; counted and logged, each may or may not have a row);
+// no request that returned another error has a row; the committed tokens
+// strictly increase in commit order (no lost update).
 func TestFaultBatchChaos(t *testing.T) {
 	for _, form := range []string{"DoBatch", "Merger"} {
 		t.Run(form, func(t *testing.T) {

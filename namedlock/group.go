@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/go-sql-driver/mysql"
+
+	"github.com/namedlock/mysql/internal/flavor"
 )
 
 // Groups: the callers of DoBatch (or of one Merger) queued for one key in
@@ -63,11 +65,15 @@ func (c *config) batchLimits() (int, time.Duration) {
 }
 
 // ErrSectionEndedTx: a section of a group ended the group's transaction
-// (it committed or rolled back through the *sql.Tx, or ran COMMIT or
-// ROLLBACK, or a statement of it failed in a way the server ends the
-// transaction for, such as a deadlock). Every request of the group that
-// had not returned gets an error matching it. What the sections before
-// had written may have been committed by that section.
+// (it committed or rolled back through the *sql.Tx, ran COMMIT, ROLLBACK
+// or a statement that commits implicitly such as DDL, or a statement of it
+// failed in a way the server ends the transaction for, such as a
+// deadlock). The group stops right after that section: every caller of
+// the group that had not returned gets an error matching it. What that
+// section and the sections before it wrote may have been committed; the
+// sections after it did not run. A group whose connection broke is not
+// reported with it: nothing of it was committed, and its callers get the
+// connection's error.
 var ErrSectionEndedTx = errors.New("namedlock: a section ended the group's transaction")
 
 // batchSet is the Locker's group queues. Its fields are guarded by mu.
@@ -403,6 +409,9 @@ type groupTx struct {
 	// broke is set when a section's error says the connection broke:
 	// database/sql then ends the transaction itself (sql.ErrTxDone).
 	broke bool
+	// proven is the wait for the proof started beside the RELEASE
+	// SAVEPOINT of the group's last section, nil if none was.
+	proven func() error
 }
 
 // runGroup runs one group of gq under k, which it keeps held.
@@ -453,20 +462,17 @@ func (l *Locker) runGroup(gq *groupQueue, k *Lock, r groupRunner) {
 				l.endRest(g[i:], fail(m.key, "not acquired", "the group's lock was lost (or the Locker closed) before this section started", ErrNotAcquired, context.Cause(gctx)))
 				break
 			}
-			if gerr = gt.section(gctx, m, gt.first+uint64(i)); gerr != nil {
+			if gerr = gt.section(gctx, m, gt.first+uint64(i), i == len(g)-1); gerr != nil {
 				l.endRest(g[i+1:], gerr)
 				break
 			}
 		}
 	}
-	if proven == nil && gerr == nil && len(gt.ok) > 0 {
-		proven = gt.prove() // beside the RELEASE SAVEPOINT
+	if proven == nil {
+		proven = gt.proven // beside the last section's RELEASE SAVEPOINT
 	}
-	if gerr == nil && len(gt.ok) > 0 && gt.sp > 0 {
-		// A section that ended the transaction left no savepoint behind.
-		if _, err := tx.ExecContext(context.Background(), "RELEASE SAVEPOINT nl_s1"); err != nil {
-			gerr = fail(gq.gk.key, "", r.call+": a section ended the group's transaction (its savepoints are gone: "+err.Error()+"); what the sections before it wrote may have been committed", ErrSectionEndedTx, err)
-		}
+	if proven == nil && gerr == nil && len(gt.ok) > 0 {
+		proven = gt.prove()
 	}
 	if proven != nil {
 		if err := proven(); err != nil && gerr == nil && len(gt.ok) > 0 {
@@ -487,9 +493,7 @@ func (l *Locker) runGroup(gq *groupQueue, k *Lock, r groupRunner) {
 
 // prove starts a check that the lock's session holds the lock now, in a
 // goroutine of its own, and returns the wait for its result: a group
-// whose lock is found lost before its COMMIT is rolled back, and one
-// proven held then has its COMMIT's outcome learned from the fence row
-// should its connection break under it (committed).
+// whose lock is found lost before its COMMIT is rolled back.
 func (gt *groupTx) prove() func() error {
 	since := time.Now()
 	ch := make(chan error, 1)
@@ -498,9 +502,13 @@ func (gt *groupTx) prove() func() error {
 }
 
 // section runs m's section, with token tok, in the group's transaction,
-// under its own savepoint. It returns an error when the group cannot go
-// on (its transaction is gone).
-func (gt *groupTx) section(gctx context.Context, m *member, tok uint64) error {
+// under its own savepoint, released once the section succeeded: that
+// RELEASE SAVEPOINT (or the ROLLBACK TO SAVEPOINT of a failed section)
+// fails when the section ended the transaction, so the group stops there,
+// before a later section runs outside it. The proof of the lock starts
+// beside the RELEASE of the group's last section. section returns an
+// error when the group cannot go on (its transaction is gone).
+func (gt *groupTx) section(gctx context.Context, m *member, tok uint64, last bool) error {
 	if !gt.l.turn(m) {
 		return nil // m left
 	}
@@ -517,24 +525,49 @@ func (gt *groupTx) section(gctx context.Context, m *member, tok uint64) error {
 	case e.skipped:
 	case e.err != nil || e.panicked:
 		// Its caller has its error (or its panic): only its work is undone.
-		gt.broke = gt.broke || isConnClosed(e.err) || gctx.Err() != nil // a statement cut by the group's ctx closes the connection
+		gt.broke = gt.broke || connEnded(e.err) || gctx.Err() != nil // a statement cut by the group's ctx closes the connection
 		if _, err := gt.tx.ExecContext(context.Background(), "ROLLBACK TO SAVEPOINT "+sp); err != nil {
 			return gt.txGone(err)
 		}
 	default:
+		// Its caller waits for the group's outcome, whatever it is: what
+		// it wrote may have been committed by its own section.
 		gt.ok = append(gt.ok, m)
+		if last {
+			gt.proven = gt.prove()
+		}
+		if _, err := gt.tx.ExecContext(context.Background(), "RELEASE SAVEPOINT "+sp); err != nil {
+			return gt.txGone(err)
+		}
 	}
 	return nil
 }
 
 // txGone is the group's error when a statement of its own failed: the
-// transaction was ended by a section, or its connection broke.
+// transaction was ended by a section, or its connection broke (then the
+// server rolled it back).
 func (gt *groupTx) txGone(err error) error {
 	key := gt.k.key
-	if !gt.broke && !isConnClosed(err) && (errors.Is(err, sql.ErrTxDone) || isNoSavepoint(err)) {
-		return fail(key, "", gt.r.call+": a section ended the group's transaction ("+err.Error()+"); what the sections before it wrote may have been committed", ErrSectionEndedTx, err)
+	if !gt.broke && !connEnded(err) && (errors.Is(err, sql.ErrTxDone) || isNoSavepoint(err)) {
+		return fail(key, "", gt.r.call+": a section ended the group's transaction ("+err.Error()+"); what it and the sections before it wrote may have been committed, and no later section ran", ErrSectionEndedTx, err)
 	}
 	return fail(key, "", gt.r.call+": the group's transaction failed, nothing of it was committed: "+err.Error(), err)
+}
+
+// connEnded reports whether err says the connection broke or the server
+// ended its session (which rolls back its open transaction).
+func connEnded(err error) bool {
+	if isConnClosed(err) {
+		return true
+	}
+	switch mysqlErrNum(err) {
+	case 1053, // ER_SERVER_SHUTDOWN
+		1927, // ER_CONNECTION_KILLED (MariaDB)
+		3169, // ER_SESSION_WAS_KILLED (MySQL)
+		4031: // ER_CLIENT_INTERACTION_TIMEOUT (MySQL)
+		return true
+	}
+	return false
 }
 
 // isNoSavepoint reports ER_SP_DOES_NOT_EXIST (1305).
@@ -585,55 +618,23 @@ func (gt *groupTx) runMerged(gctx context.Context, g []*member) error {
 // group whose fn panicked (in another caller's goroutine).
 var errMergerPanicked = errors.New("namedlock: Merger: fn panicked")
 
-// commit commits the group's transaction. A COMMIT that fails on the
-// client's side (a broken connection) may still have been applied: the
-// fence row, read once the server has ended the transaction, says
-// whether it was, while the lock has stayed with this session throughout.
+// commit commits the group's transaction. A COMMIT whose error does not
+// prove it was not applied (commitRefused: the connection broke after it
+// was written, or the server ended the session during it) leaves the
+// outcome unknown: the error matches ErrCommitUnknown. Nothing the library
+// could read tells it: the fence row cannot, since the tokens of a group
+// rolled back are minted again by the next holder of the key.
 func (gt *groupTx) commit(key string) error {
 	cerr := gt.tx.Commit()
-	if cerr == nil {
-		return nil
-	}
-	if mysqlErrNum(cerr) != 0 {
-		// The server answered: it did not commit.
-		return fail(key, "", gt.r.call+": commit: "+cerr.Error(), cerr)
-	}
-	committed, why := gt.committed()
 	switch {
-	case why == "" && committed:
+	case cerr == nil:
 		return nil
-	case why == "":
-		return fail(key, "", gt.r.call+": commit: "+cerr.Error()+"; the transaction was rolled back", cerr)
+	case !commitRefused(cerr):
+		return fail(key, "", gt.r.call+": commit: the group's transaction may have committed; its outcome is unknown: "+cerr.Error(), ErrCommitUnknown, cerr)
+	case flavor.IsWriteConflict(cerr):
+		return fail(key, "", gt.r.call+": commit: "+cerr.Error()+"; nothing of the group was committed", ErrWriteConflict, cerr)
 	}
-	return fail(key, "", gt.r.call+": commit: "+cerr.Error()+"; whether it was applied could not be learned ("+why+")", ErrCommitUnknown, cerr)
-}
-
-// committed learns whether the group's transaction committed, after its
-// COMMIT failed on the client's side: a locking read of the fence row
-// waits until the server has ended the transaction, and the row holds
-// the group's last token if it committed, the one before its first if
-// not. That holds only while nobody else minted: so the lock's session is
-// checked to have held the lock until after the read.
-func (gt *groupTx) committed() (committed bool, unknown string) {
-	f := gt.l.cfg.fence
-	ctx, cancel := context.WithTimeout(context.Background(), gt.l.cfg.releaseTimeout)
-	defer cancel()
-	var tok uint64
-	err := f.db.QueryRowContext(ctx, "SELECT token FROM "+f.quoted+" WHERE name = ? LOCK IN SHARE MODE", gt.k.q.name).Scan(&tok)
-	if err != nil {
-		return false, "read the fence row: " + err.Error()
-	}
-	if tok == gt.first-1 {
-		return false, "" // a mint after a commit of the group would have gone past its last
-	}
-	read := time.Now()
-	if err := gt.k.sess.check(gt.l.bg, gt.l.cfg.checkTimeout, read); err != nil {
-		return false, "the lock's session: " + err.Error()
-	}
-	if tok == gt.first+gt.n-1 {
-		return true, ""
-	}
-	return false, fmt.Sprintf("the fence row holds token %d, the group minted %d to %d", tok, gt.first, gt.first+gt.n-1)
+	return fail(key, "", gt.r.call+": commit: "+cerr.Error()+"; nothing of the group was committed", cerr)
 }
 
 // deliver gives the group's outcome to the members waiting for it.
@@ -669,13 +670,41 @@ type sectionCtx struct {
 }
 
 func (c sectionCtx) Value(key any) any {
-	if key == (tokenKey{}) {
+	switch key {
+	case tokenKey{}:
 		return c.locks
+	case sectionCallerKey{}:
+		return c.vals
 	}
 	if v := c.Context.Value(key); v != nil {
 		return v
 	}
 	return c.vals.Value(key)
+}
+
+// sectionCallerKey is the key of the caller's ctx in a section's ctx.
+type sectionCallerKey struct{}
+
+// waitCtx returns the ctx a wait of the library for a lock (or for a
+// group) runs on: ctx, ending also when the ctx of the DoBatch caller
+// whose section ctx comes from ends. A section's ctx does not end with its
+// caller's (a statement on it would close the group's connection), but a
+// section that waits for a lock (the same key's, which the group holds)
+// must not wait longer than its caller would. stop must be called once
+// the wait is over.
+func waitCtx(ctx context.Context) (wctx context.Context, stop func()) {
+	caller, _ := ctx.Value(sectionCallerKey{}).(context.Context)
+	if caller == nil || caller.Done() == nil {
+		return ctx, func() {}
+	}
+	wctx, cancel := context.WithCancelCause(ctx)
+	unhook := context.AfterFunc(caller, func() {
+		cancel(fmt.Errorf("the ctx of the DoBatch caller whose section waits ended: %w", context.Cause(caller)))
+	})
+	return wctx, func() {
+		unhook()
+		cancel(context.Canceled)
+	}
 }
 
 // groupTxOptions returns the options a group's transaction begins with: the

@@ -205,7 +205,9 @@ func (l *Locker) acquire(ctx context.Context, key string, try, mint bool, e earl
 	start := time.Now()
 	l.stats.waiting.Add(1)
 	name := keyfmt.Portable(key)
-	k, handoff, err := l.take(ctx, key, name, try, e, atHead)
+	wctx, stop := waitCtx(ctx)
+	k, handoff, err := l.take(wctx, key, name, try, e, atHead)
+	stop()
 	if err == nil && mint && l.cfg.fence != nil && k.Token() == 0 {
 		err = l.mintFor(ctx, k)
 		if err == nil && k.closedMeanwhile() {

@@ -33,7 +33,16 @@ type Merger[Req, Res any] struct {
 // the group must stop (the lock lost, Close), never when a caller's ctx
 // ends: a statement whose ctx ends closes its connection. fn must not
 // commit or roll back tx (see [Locker.DoBatch]), nor keep reqs or tx after
-// it returns.
+// it returns, nor take the lock of the same key through l, nor call Close
+// on l (as for a section of DoBatch, such a call blocks until Close or a
+// loss of the lock, or for ever).
+//
+// Before the group's COMMIT, the lock is proven held by a check on the
+// lock's session that starts as fn starts and runs beside it (not at fn's
+// last statement): a group whose check finds the lock lost is rolled back
+// (its requests get an error matching [ErrLockLost]); a loss after the
+// check does not fail the group, whose COMMIT is kept in order by the
+// fence row, as a fenced [Locker.DoTx]'s is.
 func NewMerger[Req, Res any](l *Locker, db *sql.DB, fn func(ctx context.Context, tx *sql.Tx, key string, reqs []Req) ([]Res, error)) (*Merger[Req, Res], error) {
 	if l == nil {
 		return nil, fail("", "", "invalid argument: NewMerger: nil *Locker", ErrInvalidArgument)
@@ -50,8 +59,10 @@ func NewMerger[Req, Res any](l *Locker, db *sql.DB, fn func(ctx context.Context,
 // once fn has started, Do waits for the group's outcome whatever ctx does.
 // fn's error, a wrong number of results, a panic of fn (which goes on in
 // the goroutine that ran it; the others get an error), or a COMMIT that
-// failed fail every request of the group, and nothing of it is committed;
-// see [Locker.DoBatch] for the rest of the contract, which Do shares. An
+// failed fail every request of the group, and nothing of it is committed,
+// except that a COMMIT that got no answer gives every request an error
+// matching [ErrCommitUnknown] (the group may have committed); see
+// [Locker.DoBatch] for the rest of the contract, which Do shares. An
 // empty key returns an error matching [ErrInvalidKey].
 func (m *Merger[Req, Res]) Do(ctx context.Context, key string, req Req) (Res, error) {
 	var zero Res
@@ -69,7 +80,9 @@ func (m *Merger[Req, Res]) Do(ctx context.Context, key string, req Req) (Res, er
 		return zero, notAcquired(ctx, key, nil)
 	}
 	gk := groupKey{owner: m, key: key}
-	mb := newMember(ctx, key, req)
+	wctx, stop := waitCtx(ctx)
+	defer stop()
+	mb := newMember(wctx, key, req)
 	if err := l.enqueue(gk, mb, groupRunner{db: m.db, call: "Merger", merge: true}); err != nil {
 		return zero, err
 	}
