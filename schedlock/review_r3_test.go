@@ -1,0 +1,79 @@
+package schedlock
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+)
+
+// TestReviewR3UnlockRetryAfterTransientFailure: the first Unlock fails
+// for a transient reason (its UPDATE waits on a row lock held by another
+// transaction until the unlock timeout). The row is then still this
+// lease's, unexpired. A second Unlock, once the blocker is gone, sends
+// nothing and returns ErrUnlocked — "already unlocked" — and Err says
+// ErrUnlocked too, while the job stays locked for the rest of
+// LockAtMostFor. Idempotency hides a lease that is still held: the second
+// call neither unlocks nor returns what the first returned.
+func TestReviewR3UnlockRetryAfterTransientFailure(t *testing.T) {
+	db := openDB(t)
+	table := newTable(t, db)
+	p := mustNew(t, db, WithTable(table), WithUnlockTimeout(600*time.Millisecond))
+	ctx := context.Background()
+	name := "r3-unlock-retry"
+	lease, err := p.Lock(ctx, Config{Name: name, LockAtMostFor: time.Minute})
+	if err != nil || lease == nil {
+		t.Fatalf("Lock: %v %v", lease, err)
+	}
+
+	// Another transaction holds the row lock: the unlock's UPDATE waits.
+	tx, err := db.BeginTx(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var n string
+	if err := tx.QueryRow("SELECT name FROM `"+table+"` WHERE name = ? FOR UPDATE", name).Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	first := lease.Unlock(ctx)
+	// The unlock's UPDATE still waits at the server, its client gone: end
+	// it (as a lock wait timeout or a failover would) before the blocker
+	// lets go, so the row stays as it was.
+	rows, err := db.Query("SELECT id FROM information_schema.processlist WHERE info LIKE ?", "UPDATE `"+table+"`%")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ids []int64
+	for rows.Next() {
+		var id int64
+		if err := rows.Scan(&id); err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, id)
+	}
+	rows.Close()
+	for _, id := range ids {
+		_, _ = db.Exec("KILL QUERY ?", id)
+	}
+	time.Sleep(100 * time.Millisecond)
+	_ = tx.Rollback()
+	t.Logf("killed %d waiting unlock statement(s)", len(ids))
+	if first == nil {
+		t.Skip("first Unlock succeeded despite the row lock")
+	}
+	t.Logf("first Unlock (transient): %v", first)
+
+	second := lease.Unlock(ctx)
+	t.Logf("second Unlock: %v; Err: %v", second, lease.Err())
+
+	var held int
+	if err := db.QueryRow(p.stmt.holds, name, p.lockedBy, lease.lockedAt).Scan(&held); err != nil {
+		t.Fatal(err)
+	}
+	if held == 1 && (errors.Is(second, ErrUnlocked) || second == nil) {
+		t.Errorf("the row is still this lease's, unexpired, for LockAtMostFor, but the second Unlock returned %v (not the first's %v) and Err() = %v", second, first, lease.Err())
+	}
+	if held == 1 && errors.Is(lease.Err(), ErrUnlocked) {
+		t.Errorf("Err() = %v while the lease's row is still locked", lease.Err())
+	}
+}
