@@ -1,0 +1,76 @@
+package namedlock_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/namedlock/mysql/keyfmt"
+	"github.com/namedlock/mysql/pool"
+)
+
+// TestReviewR3HeldInsideFn: a caller holding key asks Held(key) in its fn,
+// on a lock pool of one connection. Held "takes no lock, waits for none",
+// and the Locker knows it holds the key, yet Held borrows an uncounted
+// connection of the lock pool, which the caller's own lock pins: it waits
+// for its own caller's release, until ctx ends, and returns an error
+// instead of true. (With the default 32 connections the same happens as
+// soon as 32 keys are held.)
+func TestReviewR3HeldInsideFn(t *testing.T) {
+	in := newInstanceWithPool(t, []pool.Option{pool.WithMaxConns(1)})
+	key := uniqueKey(t, "held-in-fn")
+	ctx := testCtx(t, 30*time.Second)
+	var held bool
+	var herr error
+	start := time.Now()
+	err := in.locker.Do(ctx, key, func(ctx context.Context) error {
+		hctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		defer cancel()
+		held, herr = in.locker.Held(hctx, key)
+		return nil
+	})
+	if err != nil {
+		t.Fatalf("Do: %v", err)
+	}
+	if !held || herr != nil {
+		t.Errorf("Held(key) inside the key's own Do = %v, %v after %v; want true, nil", held, herr, time.Since(start).Round(time.Millisecond))
+	}
+}
+
+// TestReviewR3TryDoFalseNilWhileNobodyHolds: caller A of a Locker is the
+// head of key's local queue but cannot reach the server (no connection of
+// the lock pool is free: here the one connection is busy with a statement
+// of the application's). Nobody holds key, anywhere. Caller B's TryDo on
+// the same Locker returns (false, nil) at once — "held by another caller
+// of this Locker" — so B skips its work as if someone were doing it; then A
+// gives up with an error, and the work is done by nobody. B alone would have
+// waited for a connection and returned an error (false, err), as TryDo's
+// doc says for "the pool".
+func TestReviewR3TryDoFalseNilWhileNobodyHolds(t *testing.T) {
+	in := newInstanceWithPool(t, []pool.Option{pool.WithMaxConns(1)})
+	key := uniqueKey(t, "trydo-nobody")
+	ctx := testCtx(t, 30*time.Second)
+
+	busy, err := in.db.Conn(ctx) // the pool's only connection, busy elsewhere
+	if err != nil {
+		t.Fatal(err)
+	}
+	aErr := make(chan error, 1)
+	go func() {
+		actx, cancel := context.WithTimeout(ctx, 1500*time.Millisecond)
+		defer cancel()
+		aErr <- in.locker.Do(actx, key, func(context.Context) error { return nil })
+	}()
+	time.Sleep(300 * time.Millisecond) // A is the head of key's queue, waiting for a connection
+
+	bctx, cancel := context.WithTimeout(ctx, 500*time.Millisecond)
+	defer cancel()
+	ran, berr := in.locker.TryDo(bctx, key, func(context.Context) error { return nil })
+	holder := holderOf(t, admin(t), keyfmt.Portable(key))
+	a := <-aErr
+	_ = busy.Close()
+	t.Logf("B: TryDo = %v, %v; holder at the server then: %d; A: %v", ran, berr, holder, a)
+	if !ran && berr == nil && holder == 0 && a != nil {
+		t.Errorf("TryDo said the key was held (false, nil) while nobody held it, and the caller it deferred to failed (%v): the work ran nowhere", a)
+	}
+}
