@@ -5,7 +5,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/namedlock/mysql/internal/testdb"
 	"github.com/namedlock/mysql/keyfmt"
+	"github.com/namedlock/mysql/namedlock"
 	"github.com/namedlock/mysql/pool"
 )
 
@@ -72,5 +74,38 @@ func TestReviewR3TryDoFalseNilWhileNobodyHolds(t *testing.T) {
 	t.Logf("B: TryDo = %v, %v; holder at the server then: %d; A: %v", ran, berr, holder, a)
 	if !ran && berr == nil && holder == 0 && a != nil {
 		t.Errorf("TryDo said the key was held (false, nil) while nobody held it, and the caller it deferred to failed (%v): the work ran nowhere", a)
+	}
+}
+
+// TestReviewR3TokenFromContextNested: TokenFromContext's doc answers for
+// "the Do ... whose fn received ctx (or a ctx derived from it)". A fn of
+// Do(key1) that calls Do(key2) with its ctx passes a ctx derived from the
+// one it received; the inner fn's ctx is derived from it too, and key1's
+// lock is still held. Yet TokenFromContext(inner ctx, key1) is 0, false:
+// the inner call's locks shadow the outer's, and a write fenced on key1's
+// token inside the inner section finds no token.
+func TestReviewR3TokenFromContextNested(t *testing.T) {
+	srv := testdb.RequireReal(t)
+	app := testdb.OpenDB(t, srv.DSN)
+	in, _ := fenced(t, app)
+	key1, key2 := uniqueKey(t, "outer"), uniqueKey(t, "inner")
+	ctx := testCtx(t, 30*time.Second)
+	var outerTok, innerSeen uint64
+	var innerOK bool
+	err := in.locker.Do(ctx, key1, func(ctx1 context.Context) error {
+		outerTok, _ = namedlock.TokenFromContext(ctx1, key1)
+		return in.locker.Do(ctx1, key2, func(ctx2 context.Context) error {
+			innerSeen, innerOK = namedlock.TokenFromContext(ctx2, key1)
+			return nil
+		})
+	})
+	if err != nil {
+		t.Fatalf("Do: %v", err)
+	}
+	if outerTok == 0 {
+		t.Fatal("no token for the outer key in its own fn")
+	}
+	if !innerOK || innerSeen != outerTok {
+		t.Errorf("TokenFromContext(inner ctx, outer key) = %d, %v; want %d, true (the outer lock is held and ctx derives from the outer fn's)", innerSeen, innerOK, outerTok)
 	}
 }
