@@ -77,3 +77,51 @@ func TestReviewR3UnlockRetryAfterTransientFailure(t *testing.T) {
 		t.Errorf("Err() = %v while the lease's row is still locked", lease.Err())
 	}
 }
+
+// TestReviewR3UnlockRacesKeepAliveAndExtend: Unlock called from two
+// goroutines at once while the keep-alive extends every 2 ms and a third
+// goroutine calls Extend. When an Unlock returned nil, no statement of the
+// lease may land after it: the job must be free at once (LockAtLeastFor
+// 0) for the next Lock, and the two Unlocks must agree (one nil, the other
+// ErrUnlocked).
+func TestReviewR3UnlockRacesKeepAliveAndExtend(t *testing.T) {
+	db := openDB(t)
+	table := newTable(t, db)
+	p := mustNew(t, db, WithTable(table), WithUnlockTimeout(2*time.Second))
+	ctx := context.Background()
+	name := "r3-unlock-race"
+	cfg := Config{Name: name, LockAtMostFor: 3 * time.Second, KeepAlive: 2 * time.Millisecond}
+	for i := 0; i < 60; i++ {
+		lease, err := p.Lock(ctx, cfg)
+		if err != nil {
+			t.Fatalf("iteration %d: Lock: %v", i, err)
+		}
+		time.Sleep(time.Duration(i%7) * time.Millisecond)
+		errs := make(chan error, 2)
+		ext := make(chan error, 1)
+		go func() { ext <- lease.Extend(ctx, 3*time.Second) }()
+		go func() { errs <- lease.Unlock(ctx) }()
+		go func() { errs <- lease.Unlock(ctx) }()
+		e1, e2 := <-errs, <-errs
+		<-ext
+		nils := 0
+		for _, e := range []error{e1, e2} {
+			if e == nil {
+				nils++
+			} else if !errors.Is(e, ErrUnlocked) {
+				t.Fatalf("iteration %d: Unlock: %v (other: %v)", i, e, e1)
+			}
+		}
+		if nils != 1 {
+			t.Fatalf("iteration %d: Unlocks returned %v and %v; want one nil", i, e1, e2)
+		}
+		time.Sleep(20 * time.Millisecond) // let any straggler land
+		var free int
+		if err := db.QueryRow("SELECT lock_until <= UTC_TIMESTAMP(3) FROM `"+table+"` WHERE name = ?", name).Scan(&free); err != nil {
+			t.Fatal(err)
+		}
+		if free != 1 {
+			t.Fatalf("iteration %d: the row is locked again after an Unlock returned nil: %+v", i, readRow(t, db, table, name))
+		}
+	}
+}
