@@ -2,6 +2,7 @@ package namedlock_test
 
 import (
 	"context"
+	"database/sql"
 	"testing"
 	"time"
 
@@ -107,5 +108,44 @@ func TestReviewR3TokenFromContextNested(t *testing.T) {
 	}
 	if !innerOK || innerSeen != outerTok {
 		t.Errorf("TokenFromContext(inner ctx, outer key) = %d, %v; want %d, true (the outer lock is held and ctx derives from the outer fn's)", innerSeen, innerOK, outerTok)
+	}
+}
+
+// TestReviewR3TryDoAfterOwnCall: one goroutine, alone on key, calls Do (or
+// DoBatch), which returns, then TryDo on the same key and Locker. Nobody
+// holds the key and no other caller exists, yet TryDo may answer (false,
+// nil), "held by another caller of this Locker": the Locker's release (or
+// the DoBatch group worker's grace and release) is still going on behind
+// the returned call. A caller who just finished its own work and tries
+// again skips it as if someone else were doing it.
+func TestReviewR3TryDoAfterOwnCall(t *testing.T) {
+	srv := testdb.RequireReal(t)
+	app := testdb.OpenDB(t, srv.DSN)
+	in, _ := fenced(t, app)
+	ctx := testCtx(t, 60*time.Second)
+	for _, mode := range []string{"Do", "DoBatch"} {
+		key := uniqueKey(t, mode)
+		skipped, n := 0, 100
+		for i := 0; i < n; i++ {
+			var err error
+			if mode == "Do" {
+				err = in.locker.Do(ctx, key, func(context.Context) error { return nil })
+			} else {
+				err = in.locker.DoBatch(ctx, key, app, func(context.Context, *sql.Tx) error { return nil })
+			}
+			if err != nil {
+				t.Fatalf("%s: %v", mode, err)
+			}
+			ran, err := in.locker.TryDo(ctx, key, func(context.Context) error { return nil })
+			if err != nil {
+				t.Fatalf("TryDo: %v", err)
+			}
+			if !ran {
+				skipped++
+			}
+		}
+		if skipped > 0 {
+			t.Errorf("after %s returned, TryDo by the same (only) caller answered (false, nil) %d of %d times", mode, skipped, n)
+		}
 	}
 }
