@@ -125,3 +125,39 @@ func TestReviewR3UnlockRacesKeepAliveAndExtend(t *testing.T) {
 		}
 	}
 }
+
+// TestReviewR3StaleUnlockTwice: a lease that ran out, whose row a newer
+// lease of the same Provider took, is unlocked twice (the second
+// concurrently with the newer lease's keep-alive): both Unlocks report the
+// loss and the newer lease is still held. (Holds.)
+func TestReviewR3StaleUnlockTwice(t *testing.T) {
+	db := openDB(t)
+	table := newTable(t, db)
+	p := mustNew(t, db, WithTable(table))
+	ctx := context.Background()
+	name := "r3-stale"
+	old, err := p.Lock(ctx, Config{Name: name, LockAtMostFor: 100 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(150 * time.Millisecond)
+	newer, err := p.Lock(ctx, Config{Name: name, LockAtMostFor: 5 * time.Second, KeepAlive: 5 * time.Millisecond})
+	if err != nil {
+		t.Fatalf("newer Lock: %v", err)
+	}
+	e1 := old.Unlock(ctx)
+	e2 := old.Unlock(ctx)
+	if !errors.Is(e1, ErrLeaseLost) || !errors.Is(e2, ErrLeaseLost) || !errors.Is(old.Err(), ErrLeaseLost) {
+		t.Errorf("stale Unlocks = %v, %v; Err %v; want ErrLeaseLost each", e1, e2, old.Err())
+	}
+	var held int
+	if err := db.QueryRow(p.stmt.holds, name, p.lockedBy, newer.lockedAt).Scan(&held); err != nil {
+		t.Fatal(err)
+	}
+	if held != 1 || newer.Err() != nil {
+		t.Errorf("the newer lease was ended by the stale one: held %d, Err %v", held, newer.Err())
+	}
+	if err := newer.Unlock(ctx); err != nil {
+		t.Errorf("newer Unlock: %v", err)
+	}
+}
