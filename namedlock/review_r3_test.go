@@ -3,6 +3,8 @@ package namedlock_test
 import (
 	"context"
 	"database/sql"
+	"errors"
+	"math"
 	"testing"
 	"time"
 
@@ -146,6 +148,32 @@ func TestReviewR3TryDoAfterOwnCall(t *testing.T) {
 		}
 		if skipped > 0 {
 			t.Errorf("after %s returned, TryDo by the same (only) caller answered (false, nil) %d of %d times", mode, skipped, n)
+		}
+	}
+}
+
+// TestReviewR3NewKeepAliveOverflow: New must refuse a keep-alive interval
+// plus check timeout not shorter than the lease ("or a vanished holder's
+// lock could be granted elsewhere before the holder is told"). A huge
+// keep-alive makes the sum overflow to a negative duration, which passes
+// the check: New returns a Locker whose holders are never checked, with no
+// error.
+func TestReviewR3NewKeepAliveOverflow(t *testing.T) {
+	db, err := sql.Open("mysql", "root@tcp(127.0.0.1:1)/x") // New does no I/O
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	for _, opts := range [][]namedlock.Option{
+		{namedlock.WithKeepAlive(math.MaxInt64)},
+		{namedlock.WithKeepAlive(math.MaxInt64 / 2), namedlock.WithCheckTimeout(math.MaxInt64/2 + 2)},
+	} {
+		l, err := namedlock.New(db, opts...)
+		if err == nil {
+			_ = l.Close()
+			t.Errorf("New accepted a keep-alive + check timeout that overflows (longer than any lease)")
+		} else if !errors.Is(err, namedlock.ErrInvalidOption) {
+			t.Errorf("New: %v, want ErrInvalidOption", err)
 		}
 	}
 }
