@@ -3,6 +3,7 @@ package pool_test
 import (
 	"context"
 	"errors"
+	"math"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -10,6 +11,7 @@ import (
 
 	"github.com/go-sql-driver/mysql"
 
+	"github.com/namedlock/mysql/internal/testdb"
 	"github.com/namedlock/mysql/pool"
 )
 
@@ -64,5 +66,30 @@ func TestReviewR3OpenConfigUnknownTLSName(t *testing.T) {
 	t.Logf("%v", err)
 	if !strings.Contains(strings.ToLower(err.Error()), "tls") {
 		t.Errorf("the error does not say the TLS config name is unknown: %q", err)
+	}
+}
+
+// TestReviewR3LeaseOverflow: WithLease accepts any lease of at least 2 s;
+// a very long one ("never expire": math.MaxInt64) overflows in the
+// rounding up to whole seconds, and the session wait_timeout becomes 1
+// second, while the pool (lockconn's Lease, which a Locker reads) reports
+// the long lease: every lock whose session idles over a second is lost,
+// and New's keep-alive check passes. It must either be refused
+// (ErrInvalidOption) or give a wait_timeout of at least 2 s.
+func TestReviewR3LeaseOverflow(t *testing.T) {
+	db, err := pool.Open(testdb.Get(t).DSN, pool.WithLease(math.MaxInt64))
+	if err != nil {
+		if errors.Is(err, pool.ErrInvalidOption) {
+			return
+		}
+		t.Fatalf("Open: %v", err)
+	}
+	defer db.Close()
+	var got int64
+	if err := db.QueryRow("SELECT @@session.wait_timeout").Scan(&got); err != nil {
+		t.Fatal(err)
+	}
+	if got < 2 {
+		t.Errorf("WithLease(%v) accepted; @@session.wait_timeout = %d", time.Duration(math.MaxInt64), got)
 	}
 }
