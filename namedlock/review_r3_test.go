@@ -177,3 +177,37 @@ func TestReviewR3NewKeepAliveOverflow(t *testing.T) {
 		}
 	}
 }
+
+// TestReviewR3NilLockFromTryAcquire: TryAcquire now answers a held key with
+// (nil, nil), and Release on that nil *Lock returns ErrNotHeld, but every
+// other method of the nil Lock panics: Done, Err, Token, Key. v0 code that
+// checked only err (the held key was an error then) and then watched
+// lock.Done() or read lock.Token() compiles unchanged and panics on the
+// first held key.
+func TestReviewR3NilLockFromTryAcquire(t *testing.T) {
+	a := newInstance(t, "")
+	b := newInstance(t, "")
+	key := uniqueKey(t, "nil-lock")
+	_ = mustAcquire(t, a.locker, key)
+	ctx := testCtx(t, 10*time.Second)
+	k, err := b.locker.TryAcquire(ctx, key)
+	if err != nil || k != nil {
+		t.Fatalf("TryAcquire of a held key = %v, %v; want nil, nil", k, err)
+	}
+	for name, call := range map[string]func(){
+		"Release": func() { _ = k.Release(ctx) },
+		"Err":     func() { _ = k.Err() },
+		"Done":    func() { _ = k.Done() },
+		"Token":   func() { _ = k.Token() },
+		"Key":     func() { _ = k.Key() },
+	} {
+		func() {
+			defer func() {
+				if r := recover(); r != nil {
+					t.Errorf("(*Lock)(nil).%s panics: %v", name, r)
+				}
+			}()
+			call()
+		}()
+	}
+}
