@@ -138,7 +138,8 @@ func (l *Locker) Acquire(ctx context.Context, key string) (*Lock, error) {
 // sees a held key as a [NotAcquired] event, and [Stats] counts it as not
 // acquired.
 //
-// A nil *Lock's Release returns [ErrNotHeld], so
+// Every method of the nil *Lock is safe: Release and Err return
+// [ErrNotHeld], Done a closed channel, Token 0, Key and Name "". So
 //
 //	lock, err := locker.TryAcquire(ctx, key)
 //	if err != nil || lock == nil {
