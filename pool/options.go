@@ -31,6 +31,7 @@ type options struct {
 	maxConns       int
 	lease          time.Duration
 	connectTimeout time.Duration
+	fromConfig     bool // opened by OpenConfig: messages speak of the configuration, not a DSN
 }
 
 func defaultOptions() options {
