@@ -130,7 +130,8 @@ func (l *Locker) Acquire(ctx context.Context, key string) (*Lock, error) {
 }
 
 // TryAcquire takes the lock named by key if it is free now. When key is
-// held (by another session, or by another caller of this Locker) it
+// held (by another session, or taken or being taken or given back by
+// another caller of this Locker, as [Locker.TryDo] details) it
 // returns nil and a nil error at once, without waiting for the holder: a
 // held key is an answer, not a failure. It still waits for a pool
 // connection, within ctx; every other failure (ctx, the pool, the server,
