@@ -58,16 +58,16 @@ func (l *Lease) Name() string { return l.cfg.Name }
 // Config returns the configuration the lease was taken with.
 func (l *Lease) Config() Config { return l.cfg }
 
-// Done returns a channel closed when the lease ends: it was unlocked, or it
-// was found lost (by the keep-alive or by Extend). Err tells which.
+// Done returns a channel closed when the lease ends: Unlock was called
+// (even if that Unlock then fails), or it was found lost (by the keep-alive
+// or by Extend). Err tells which.
 func (l *Lease) Done() <-chan struct{} { return l.done }
 
 // Err returns nil while the lease is held, an error matching ErrLeaseLost
 // once it was found lost (by the keep-alive, Extend, or Unlock), and
 // ErrUnlocked once an Unlock unlocked it. After an Unlock that failed
-// otherwise (the lease may still be held: call Unlock again), and while
-// the first Unlock runs, it returns the failure, or nil while no Unlock
-// has finished.
+// otherwise it returns that failure (the row may still be the lease's:
+// call Unlock again); while the first Unlock runs, nil.
 func (l *Lease) Err() error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
