@@ -50,6 +50,22 @@
 // fixed prefix with [Key], so that a crafted key can meet only keys under
 // the same prefix.
 //
+// # Which keys changed name with idempotency
+//
+// Before Portable became idempotent, it mapped every non-plain string,
+// including one of the mapped shape. Exactly the keys of the mapped shape
+// (at most 43 bytes of the plain alphabet, '#', then 20 characters of a-z
+// and 2-7) now lock a different server name than before: themselves, where
+// they locked "prefix#hash" of themselves. Every other key keeps its server
+// name. Such keys are not only crafted ones: "<kind>#<id>" with a
+// 20-character lowercase ID of that alphabet has the shape, for instance a
+// base32hex ID (github.com/rs/xid's format) that happens to contain no 0,
+// 1, 8 or 9 (about 7% of them). Do not run versions of this package from
+// before and after the change side by side on such keys: they would lock
+// different names for the same key and both hold it. Stop the old version
+// before the new one takes those keys (or give such keys a character
+// outside the shape, such as an upper-case letter, ahead of the upgrade).
+//
 // The mapping is a stable format, not an implementation detail: processes
 // that lock the same key must compute the same name, even when they run
 // different versions of this package. The tests pin exact outputs.

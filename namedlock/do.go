@@ -35,10 +35,23 @@ func (l *Locker) Do(ctx context.Context, key string, fn func(ctx context.Context
 }
 
 // TryDo is [Locker.Do] that does not wait for a holder, with the result of
-// schedlock's Run:
+// schedlock's Run (the three results are listed below).
 //
-//   - key is held (by another session, or another caller of this Locker):
-//     fn does not run; ran is false and err is nil.
+// A key counts as held when another session holds it, or when another
+// caller of this Locker has taken it or is taking or giving it back: one
+// that holds it; the first in line for it, still taking it (waiting for a
+// connection of the lock pool, or for the server's answer), even if it
+// then fails to; one releasing it; and a [Locker.DoBatch] or [Merger]
+// group worker, which keeps the key briefly after its group and then
+// releases it, after the callers' DoBatch calls have returned. So a TryDo
+// on the same key right after the same goroutine's DoBatch returned
+// usually answers (false, nil), while after its own Do (or Release)
+// returned no caller of this Locker is left on the key. TryDo never waits
+// for another caller of this Locker to decide.
+//
+// The three results:
+//
+//   - key is held, as above: fn does not run; ran is false and err is nil.
 //   - The lock was taken: fn runs as in Do and the lock is released; ran
 //     is true and err is what Do would return (fn's error, a loss, a
 //     failed release).

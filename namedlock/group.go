@@ -659,7 +659,7 @@ func (gt *groupTx) deliver(err error) {
 func (gt *groupTx) sectionCtx(gctx, caller context.Context, key string, tok uint64) context.Context {
 	t := &Lock{l: gt.l, q: gt.k.q, sess: gt.k.sess, key: key, state: stateReleased, freed: true}
 	t.token.Store(tok)
-	return sectionCtx{Context: gctx, vals: caller, locks: []*Lock{t}}
+	return sectionCtx{Context: gctx, vals: caller, locks: nestLocks(caller, []*Lock{t})}
 }
 
 // sectionCtx: see groupTx.sectionCtx.

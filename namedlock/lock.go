@@ -42,24 +42,52 @@ type Lock struct {
 	obsHandoff bool
 }
 
-// Key returns the key the lock was acquired with.
-func (k *Lock) Key() string { return k.key }
+// closedChan is the closed channel Done returns for a nil *Lock.
+var closedChan = func() chan struct{} {
+	c := make(chan struct{})
+	close(c)
+	return c
+}()
+
+// Key returns the key the lock was acquired with; "" for a nil *Lock (as
+// TryAcquire returns for a held key).
+func (k *Lock) Key() string {
+	if k == nil {
+		return ""
+	}
+	return k.key
+}
 
 // Name returns the lock's name on the server, as IS_USED_LOCK and the
-// process list show it: [keyfmt.Portable] of the key.
-func (k *Lock) Name() string { return k.q.name }
+// process list show it: [keyfmt.Portable] of the key; "" for a nil *Lock.
+func (k *Lock) Name() string {
+	if k == nil {
+		return ""
+	}
+	return k.q.name
+}
 
 // Token returns the lock's fencing token: 0 without fencing ([WithFencing]);
 // with it, a number strictly greater than the token of every earlier holder
 // of the same key. Locks from Acquire, TryAcquire, Do, TryDo and DoMulti get
 // a token minted outside any transaction, never handed out twice; in DoTx it
 // is minted inside the transaction (0 until then), and a transaction that
-// rolls back leaves its token to be minted again for the next holder.
-func (k *Lock) Token() uint64 { return k.token.Load() }
+// rolls back leaves its token to be minted again for the next holder. A nil
+// *Lock's token is 0.
+func (k *Lock) Token() uint64 {
+	if k == nil {
+		return 0
+	}
+	return k.token.Load()
+}
 
 // Done returns a channel that is closed when the lock is released, lost, or
-// taken back by [Locker.Close].
+// taken back by [Locker.Close]. For a nil *Lock (as TryAcquire returns for
+// a held key) it returns a closed channel: a lock never held is not held.
 func (k *Lock) Done() <-chan struct{} {
+	if k == nil {
+		return closedChan
+	}
 	k.l.mu.Lock()
 	defer k.l.mu.Unlock()
 	if k.done == nil {
@@ -74,7 +102,12 @@ func (k *Lock) Done() <-chan struct{} {
 // Err returns nil while the lock is held, an error matching [ErrLockLost]
 // once it was found lost (even after Release), [ErrClosed] once
 // [Locker.Close] took it back, and [ErrNotHeld] after a normal Release.
+// On a nil *Lock (as TryAcquire returns for a held key) it returns
+// ErrNotHeld.
 func (k *Lock) Err() error {
+	if k == nil {
+		return ErrNotHeld
+	}
 	k.l.mu.Lock()
 	defer k.l.mu.Unlock()
 	return k.err

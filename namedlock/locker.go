@@ -130,7 +130,8 @@ func (l *Locker) Acquire(ctx context.Context, key string) (*Lock, error) {
 }
 
 // TryAcquire takes the lock named by key if it is free now. When key is
-// held (by another session, or by another caller of this Locker) it
+// held (by another session, or taken or being taken or given back by
+// another caller of this Locker, as [Locker.TryDo] details) it
 // returns nil and a nil error at once, without waiting for the holder: a
 // held key is an answer, not a failure. It still waits for a pool
 // connection, within ctx; every other failure (ctx, the pool, the server,
@@ -138,7 +139,8 @@ func (l *Locker) Acquire(ctx context.Context, key string) (*Lock, error) {
 // sees a held key as a [NotAcquired] event, and [Stats] counts it as not
 // acquired.
 //
-// A nil *Lock's Release returns [ErrNotHeld], so
+// Every method of the nil *Lock is safe: Release and Err return
+// [ErrNotHeld], Done a closed channel, Token 0, Key and Name "". So
 //
 //	lock, err := locker.TryAcquire(ctx, key)
 //	if err != nil || lock == nil {
@@ -155,10 +157,16 @@ func (l *Locker) TryAcquire(ctx context.Context, key string) (*Lock, error) {
 
 // Held reports whether the lock named by key is held now by any session of
 // the server: another process's, or one of this Locker's (a lock it holds,
-// or is handing on or giving back). It asks the server, IS_USED_LOCK of
-// [keyfmt.Portable](key), on a connection of the lock pool borrowed for that
-// one statement; it takes no lock, waits for none, and counts nothing in
-// [Stats]. The answer may have changed by the time it returns: to run
+// or is handing on or giving back). When a caller of this Locker holds the
+// key (an Acquire's Lock not yet released, a Do, TryDo, DoTx or DoMulti
+// whose fn runs, including the caller asking from inside its own fn, a
+// DoBatch group), or the Locker keeps its lock to hand on, Held answers
+// true at once, without a statement or a connection. Otherwise it asks
+// the server, IS_USED_LOCK of [keyfmt.Portable](key), on a connection of
+// the lock pool borrowed for that one statement (it may wait for one,
+// within ctx, when every connection of the pool is taken); it takes no
+// lock, waits for none, and counts nothing in [Stats]. The answer may
+// have changed by the time it returns: to run
 // something only if the key is free, use [Locker.TryDo], which takes the
 // lock in the same step. On TiDB the server answers for a lock that
 // another session holds after 1 s.
@@ -173,13 +181,21 @@ func (l *Locker) Held(ctx context.Context, key string) (bool, error) {
 	if key == "" {
 		return false, errEmptyKey
 	}
+	name := keyfmt.Portable(key)
 	l.mu.Lock()
 	closed := l.closed
+	local := false
+	if q := l.queues[name]; q != nil {
+		local = (q.holder != nil && q.holder.state == stateHeld) || q.linger != nil
+	}
 	l.mu.Unlock()
 	if closed {
 		return false, ErrClosed
 	}
-	return l.srv.used(ctx, key, keyfmt.Portable(key))
+	if local {
+		return true, nil
+	}
+	return l.srv.used(ctx, key, name)
 }
 
 // acquire takes key's lock: from a local holder or a lingering lock when it

@@ -75,7 +75,8 @@ func newConfig(opts []Option, lease time.Duration) (config, error) {
 	if c.fence != nil && c.serialHandoff {
 		return c, fmt.Errorf("%w: WithFencing and WithSerializableHandoff are two ways to hand a DoTx's lock on before its COMMIT: choose one", ErrInvalidOption)
 	}
-	if c.keepAlive+c.checkTimeout >= lease {
+	// Compared without adding, so huge values cannot overflow past the check.
+	if c.keepAlive >= lease || c.checkTimeout >= lease-c.keepAlive {
 		return c, fmt.Errorf("%w: keep-alive %v + check timeout %v must be shorter than the lock pool's lease %v (pool.WithLease), or a vanished holder's lock could be granted elsewhere before the holder is told",
 			ErrInvalidOption, c.keepAlive, c.checkTimeout, lease)
 	}

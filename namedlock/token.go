@@ -12,10 +12,19 @@ import (
 // tokenKey is the context key under which fn's ctx carries its locks.
 type tokenKey struct{}
 
-// withLocks returns ctx carrying a copy of locks, for TokenFromContext (a
-// copy, so that the caller's slice stays on its stack without fencing).
+// withLocks returns ctx carrying a copy of locks, then the locks ctx
+// already carries (an enclosing section's), for TokenFromContext (a copy,
+// so that the caller's slice stays on its stack without fencing).
 func withLocks(ctx context.Context, locks []*Lock) context.Context {
-	return context.WithValue(ctx, tokenKey{}, slices.Clone(locks))
+	return context.WithValue(ctx, tokenKey{}, nestLocks(ctx, locks))
+}
+
+// nestLocks returns a new slice of locks followed by those ctx carries:
+// a nested section's ctx carries its own locks first, then its enclosing
+// sections'.
+func nestLocks(ctx context.Context, locks []*Lock) []*Lock {
+	outer, _ := ctx.Value(tokenKey{}).([]*Lock)
+	return append(slices.Clip(slices.Clone(locks)), outer...)
 }
 
 // TokenFromContext returns the fencing token of the lock on key held by
@@ -28,6 +37,12 @@ func withLocks(ctx context.Context, locks []*Lock) context.Context {
 // fencing ([WithFencing]), outside such a fn, when key is not one of the
 // call's keys, and in a DoTx before its token is minted. Acquire's callers
 // read [Lock.Token].
+//
+// Sections nest: when a fn passes its ctx (or one derived from it) to
+// another Do, TryDo, DoTx, DoMulti or DoBatch, the inner fn's ctx carries the
+// inner call's locks and then every enclosing call's, so TokenFromContext
+// answers for the keys of the enclosing calls too (the innermost call's lock
+// first, when two calls name the same key).
 func TokenFromContext(ctx context.Context, key string) (uint64, bool) {
 	locks, _ := ctx.Value(tokenKey{}).([]*Lock)
 	if len(locks) == 0 {

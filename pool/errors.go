@@ -121,7 +121,15 @@ func explainConnect(parent context.Context, cfg *mysql.Config, o options, err er
 		switch me.Number {
 		case 1045, 1698: // ER_ACCESS_DENIED_ERROR, ER_ACCESS_DENIED_NO_PASSWORD_ERROR
 			how := "access denied"
-			if cfg.Passwd == "" {
+			sent := strings.Contains(me.Message, "using password: YES")
+			switch {
+			case cfg.Passwd == "" && sent:
+				// Only a BeforeConnect callback sets a password on a
+				// Config with none.
+				how += "; the password set by the BeforeConnect callback (an auth token?) was refused: wrong or expired"
+			case cfg.Passwd == "" && o.fromConfig:
+				how += "; the configuration gives no password"
+			case cfg.Passwd == "":
 				how += "; the DSN gives no password"
 			}
 			return newOpenError([]error{ErrRefused, me}, "%s: the server refused the login for user %q (%s)", where, cfg.User, how)
@@ -136,7 +144,7 @@ func explainConnect(parent context.Context, cfg *mysql.Config, o options, err er
 	case errors.Is(err, context.DeadlineExceeded):
 		return newOpenError([]error{ErrUnreachable, err}, "%s: cannot reach the server: no answer within %v (WithConnectTimeout)", as, o.connectTimeout)
 	case errors.As(err, new(net.UnknownNetworkError)):
-		return newOpenError([]error{ErrInvalidDSN, err}, "pool: invalid DSN: unknown network %q (tcp, unix, or one registered with mysql.RegisterDialContext)", cfg.Net)
+		return o.reword(newOpenError([]error{ErrInvalidDSN, err}, "pool: invalid DSN: unknown network %q (tcp, unix, or one registered with mysql.RegisterDialContext)", cfg.Net))
 	case errors.As(err, &op) && op.Op == "dial":
 		return newOpenError([]error{ErrUnreachable, err}, "%s: cannot reach the server: %v", as, op.Err)
 	case errors.As(err, new(net.Error)), errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF), errors.Is(err, mysql.ErrInvalidConn):

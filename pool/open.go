@@ -127,6 +127,7 @@ func OpenConfig(ctx context.Context, cfg *mysql.Config, opts ...Option) (*sql.DB
 	if own.Net == "" {
 		own.Net = "tcp"
 	}
+	o.fromConfig = true
 	return open(ctx, own, o)
 }
 
@@ -169,7 +170,7 @@ func open(ctx context.Context, cfg *mysql.Config, o options) (*sql.DB, error) {
 	}
 	mc, err := mysql.NewConnector(cfg)
 	if err != nil { // normalize again: interpolateParams with an unsafe collation
-		return nil, refusedDSN(err)
+		return nil, o.reword(refusedDSN(err))
 	}
 	c := lockconn.NewConnector(mc, o.lease, tracked, dlog, sessionStatement(o.lease, limitVar))
 	db := sql.OpenDB(c)
@@ -192,10 +193,20 @@ func openFailed(ctx context.Context, cfg *mysql.Config, o options, err error) er
 		return explainConnect(ctx, cfg, o, ce.err)
 	}
 	if errors.Is(err, ErrInvalidDSN) { // says it all, with no DSN text
-		return err
+		return o.reword(err)
 	}
 	// ErrUnsupportedServer, or a failed query: no DSN text in either.
 	return newOpenError([]error{err}, "pool: %s: %s", describe(cfg), strings.TrimPrefix(err.Error(), "pool: "))
+}
+
+// reword makes an ErrInvalidDSN error of OpenConfig speak of the
+// configuration: there is no DSN.
+func (o options) reword(err error) error {
+	if oe, ok := err.(*openError); ok && o.fromConfig {
+		oe.msg = strings.Replace(oe.msg, "pool: invalid DSN:", "pool: invalid configuration:", 1)
+		oe.msg = strings.ReplaceAll(oe.msg, "the DSN", "the configuration")
+	}
+	return err
 }
 
 // tracksNetConns reports whether Open dials cfg's connections itself (with

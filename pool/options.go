@@ -15,6 +15,9 @@ const (
 	// long after its last statement. namedlock's keep-alive keeps live
 	// holders' sessions from idling that long.
 	DefaultLease = 30 * time.Second
+	// MaxLease is the longest lease WithLease accepts: the largest
+	// wait_timeout MySQL allows on Linux (365 days).
+	MaxLease = 31536000 * time.Second
 	// DefaultConnectTimeout bounds the ping and the named-lock probe in [Open].
 	DefaultConnectTimeout = 10 * time.Second
 )
@@ -28,6 +31,7 @@ type options struct {
 	maxConns       int
 	lease          time.Duration
 	connectTimeout time.Duration
+	fromConfig     bool // opened by OpenConfig: messages speak of the configuration, not a DSN
 }
 
 func defaultOptions() options {
@@ -56,11 +60,16 @@ func WithMaxConns(n int) Option {
 // whole seconds (rounded up), so that a holder whose host vanished loses its
 // locks this long after its last statement. It is the one place the lease
 // is set: a namedlock.Locker on the pool reads it, and refuses a keep-alive
-// interval plus check timeout that is not shorter. It must be at least 2 s.
+// interval plus check timeout that is not shorter. It must be at least 2 s
+// and at most [MaxLease].
 func WithLease(d time.Duration) Option {
 	return func(o *options) error {
 		if d < 2*time.Second {
 			return fmt.Errorf("%w: WithLease(%v): must be at least 2s", ErrInvalidOption, d)
+		}
+		if d > MaxLease {
+			return fmt.Errorf("%w: WithLease(%v): must be at most pool.MaxLease (%v, the largest wait_timeout, %d s)",
+				ErrInvalidOption, d, MaxLease, int64(MaxLease/time.Second))
 		}
 		o.lease = d
 		return nil

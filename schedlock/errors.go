@@ -40,9 +40,9 @@ var (
 	// in Run.
 	ErrLeaseLost = errors.New("schedlock: lease lost")
 
-	// ErrUnlocked is returned by a second (*Lease).Unlock of a lease not
-	// found lost, by Extend on a lease that was already unlocked, and by
-	// both on a nil *Lease.
+	// ErrUnlocked is returned by (*Lease).Unlock after an Unlock that
+	// unlocked the lease, by Extend once Unlock was called, and by both on
+	// a nil *Lease.
 	ErrUnlocked = errors.New("schedlock: lease already unlocked")
 
 	// ErrTableNotFound reports that the lock table does not exist (MySQL

@@ -27,9 +27,11 @@ type Lease struct {
 	onLost   func(error)
 
 	mu        sync.Mutex
-	unlocked  bool
+	unlocked  bool // Unlock was called: no extension starts any more
 	lost      error
-	unlockErr error          // the first Unlock's result, set before finished is closed
+	unlockErr error          // the last finished Unlock's result
+	final     bool           // an unlock statement succeeded or found the lease lost: later Unlocks send nothing
+	attempt   chan struct{}  // non-nil while an Unlock runs; closed when it returns
 	inflight  sync.WaitGroup // extensions sent and not answered; Add only under mu while !unlocked
 
 	// abandon cancels the extensions still in flight; only Unlock calls
@@ -39,14 +41,13 @@ type Lease struct {
 
 	done     chan struct{}
 	doneOnce sync.Once
-	finished chan struct{} // closed when the first Unlock returns
 
 	stopKA chan struct{} // closed by Unlock; nil without keep-alive
 	kaDone chan struct{}
 }
 
 func newLease(p *Provider, cfg Config, lockedAt int64, onLost func(error)) *Lease {
-	l := &Lease{p: p, cfg: cfg, lockedAt: lockedAt, onLost: onLost, done: make(chan struct{}), finished: make(chan struct{})}
+	l := &Lease{p: p, cfg: cfg, lockedAt: lockedAt, onLost: onLost, done: make(chan struct{})}
 	l.abandonCtx, l.abandon = context.WithCancel(context.Background())
 	return l
 }
@@ -57,25 +58,33 @@ func (l *Lease) Name() string { return l.cfg.Name }
 // Config returns the configuration the lease was taken with.
 func (l *Lease) Config() Config { return l.cfg }
 
-// Done returns a channel closed when the lease ends: it was unlocked, or it
-// was found lost (by the keep-alive or by Extend). Err tells which.
+// Done returns a channel closed when the lease ends: Unlock was called
+// (even if that Unlock then fails), or it was found lost (by the keep-alive
+// or by Extend). Err tells which.
 func (l *Lease) Done() <-chan struct{} { return l.done }
 
 // Err returns nil while the lease is held, an error matching ErrLeaseLost
 // once it was found lost (by the keep-alive, Extend, or Unlock), and
-// ErrUnlocked once Unlock was called on a lease not found lost.
+// ErrUnlocked once an Unlock unlocked it. After an Unlock that failed
+// otherwise it returns that failure (the row may still be the lease's:
+// call Unlock again); while the first Unlock runs, nil.
 func (l *Lease) Err() error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	return l.errLocked()
+}
+
+// errLocked is Err with mu held.
+func (l *Lease) errLocked() error {
 	switch {
 	case l.lost != nil:
 		return l.lost
 	case errors.Is(l.unlockErr, ErrLeaseLost):
 		return l.unlockErr
-	case l.unlocked:
+	case l.final:
 		return ErrUnlocked
 	}
-	return nil
+	return l.unlockErr
 }
 
 func (l *Lease) lostErr() error {
@@ -176,38 +185,66 @@ func (l *Lease) startExtend(ctx context.Context, d time.Duration, deliver func(e
 // instance, or by a newer lease of this Provider): the job may have run
 // twice at once; the row was left as it was.
 //
-// Unlock is idempotent, as namedlock's Lock.Release is: only the first call
-// unlocks. A later or concurrent call sends nothing; it returns once the
-// first has returned (within the unlock timeout), with ErrUnlocked, or,
-// when the lease was found lost, the loss again (an error matching
-// ErrLeaseLost), which a caller may ignore, as in a deferred Unlock after
-// an explicit one. Unlock on a nil Lease returns ErrUnlocked.
+// Unlock is idempotent, as namedlock's Lock.Release is, once it has
+// unlocked: after an Unlock that returned nil, a later call sends nothing
+// and returns ErrUnlocked; after one that found the lease lost, a later
+// call sends nothing and returns the same loss (an error matching
+// ErrLeaseLost). A caller may ignore either, as in a deferred Unlock after
+// an explicit one. After an Unlock that failed otherwise (its statement
+// timed out, the connection failed: the row may still be the lease's), a
+// later call sends the unlock statement again, with a new unlock timeout;
+// if the earlier statement was applied after all, the retry finds the row
+// not the lease's any more and reports ErrLeaseLost. A call made while
+// another runs waits for it and returns, without sending anything,
+// ErrUnlocked if it returned nil, or else its error. When the unlock
+// statement succeeded but an extension had to be cut off (see above), the
+// unlock counts as done: later calls return ErrUnlocked. Unlock on a nil
+// Lease returns ErrUnlocked.
 func (l *Lease) Unlock(ctx context.Context) error {
 	if l == nil {
 		return ErrUnlocked
 	}
 	l.mu.Lock()
-	if l.unlocked {
+	if l.final {
+		err := l.errLocked()
 		l.mu.Unlock()
-		<-l.finished
-		return l.Err()
+		return err
 	}
-	l.unlocked = true
-	l.mu.Unlock()
-	var err error
-	defer func() {
-		l.mu.Lock()
-		l.unlockErr = err
+	if ch := l.attempt; ch != nil {
 		l.mu.Unlock()
-		close(l.finished)
-	}()
-	err = l.unlock(ctx)
+		<-ch
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		if l.final {
+			return l.errLocked()
+		}
+		return l.unlockErr
+	}
+	first := !l.unlocked
+	l.unlocked = true
+	ch := make(chan struct{})
+	l.attempt = ch
+	l.mu.Unlock()
+
+	var stmtErr, err error
+	if first {
+		stmtErr, err = l.unlock(ctx)
+	} else {
+		stmtErr = l.resend(ctx)
+		err = stmtErr
+	}
+	l.mu.Lock()
+	l.unlockErr = err
+	l.final = stmtErr == nil || errors.Is(stmtErr, ErrLeaseLost)
+	l.attempt = nil
+	close(ch)
+	l.mu.Unlock()
 	return err
 }
 
 // unlock is the first Unlock's work: it stops the extensions and sends the
-// unlock statement.
-func (l *Lease) unlock(ctx context.Context) error {
+// unlock statement. It returns the statement's own result and Unlock's.
+func (l *Lease) unlock(ctx context.Context) (stmtErr, err error) {
 	defer l.abandon()
 	// One deadline for the whole Unlock: the extensions in flight get up
 	// to half of the unlock timeout, the unlock statement the rest.
@@ -239,12 +276,20 @@ func (l *Lease) unlock(ctx context.Context) error {
 			l.cfg.Name, waitFor)
 	}
 
-	err := l.p.unlock(uctx, l.cfg.Name, l.lockedAt, l.cfg.LockAtLeastFor)
-	if abandoned != nil && err != nil {
+	stmtErr = l.p.unlock(uctx, l.cfg.Name, l.lockedAt, l.cfg.LockAtLeastFor)
+	if abandoned != nil && stmtErr != nil {
 		// One message, with the package's prefix once.
-		return &multiError{msg: err.Error() + "; " + trimPrefix(abandoned), errs: []error{err, abandoned}}
+		return stmtErr, &multiError{msg: stmtErr.Error() + "; " + trimPrefix(abandoned), errs: []error{stmtErr, abandoned}}
 	}
-	return join(err, abandoned)
+	return stmtErr, join(stmtErr, abandoned)
+}
+
+// resend is a later Unlock's work after a failed one: the extensions are
+// already stopped, so it only sends the unlock statement again.
+func (l *Lease) resend(ctx context.Context) error {
+	uctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), l.p.unlockTimeout)
+	defer cancel()
+	return l.p.unlock(uctx, l.cfg.Name, l.lockedAt, l.cfg.LockAtLeastFor)
 }
 
 // markLost records the first loss, ends the lease and tells the owner.

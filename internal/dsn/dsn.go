@@ -118,6 +118,9 @@ func whatIsWrong(err error, db, params string) string {
 	if _, perr := mysql.ParseDSN("/" + db); perr != nil {
 		return "the database name is not URL-escaped (a '%' must start %XX)"
 	}
+	if strings.HasPrefix(err.Error(), "invalid value / unknown config name") {
+		return "the TLS config name (tls parameter, Config.TLSConfig) is unknown: it must be true, false, skip-verify, preferred, or a name registered with mysql.RegisterTLSConfig"
+	}
 	if strings.HasPrefix(err.Error(), "default addr for network") {
 		return "write the address as tcp(host:port); expected " + Format
 	}
