@@ -639,15 +639,17 @@ func (gt *groupTx) commit(key string) error {
 
 // deliver gives the group's outcome to the members waiting for it.
 func (gt *groupTx) deliver(err error) {
+	if err == nil {
+		// Counted before any caller returns, so that a caller reads it in
+		// Stats once its DoBatch or Merger.Do returned.
+		gt.l.stats.fencedCommits.Add(1)
+	}
 	for i, m := range gt.ok {
 		msg := groupMsg{err: err}
 		if err == nil && gt.res != nil {
 			msg.res = gt.res[i]
 		}
 		m.ch <- msg
-	}
-	if err == nil {
-		gt.l.stats.fencedCommits.Add(1)
 	}
 }
 
