@@ -28,6 +28,8 @@ import (
 // it is let go of only after the COMMIT has returned.
 
 // Defaults of the group bounds ([WithBatchLimits]).
+// The defaults of WithBatchLimits; the paired measurements behind them are
+// in docs/transactions.md (Hot keys).
 const (
 	// DefaultBatchMaxSections is the most callers one group takes.
 	DefaultBatchMaxSections = 256
