@@ -92,13 +92,13 @@ import (
 //
 // On TiDB, whose transactions at most levels read from a snapshot taken at
 // their first statement, before the mint waited for the previous holder, a
-// fenced DoTx must ask for READ COMMITTED (every statement reads the latest
-// commit): any other level, the default included (REPEATABLE READ there),
-// is refused before anything is locked, begun or minted, with an error
-// matching [ErrFencing] and [ErrInvalidArgument] that names the level and
-// the option to pass — its one snapshot can predate a write committed
-// while the mint waited (a zombie holder's [CheckFenced] write), which fn
-// would not see. A session whose tidb_txn_mode is not pessimistic is
+// fenced DoTx runs at READ COMMITTED (every statement reads the latest
+// commit): a DoTx that asks for the default level (REPEATABLE READ there)
+// gets READ COMMITTED, and any other level is refused before anything is
+// locked, begun or minted, with an error matching [ErrFencing] and
+// [ErrInvalidArgument] that names the level — its one snapshot can predate
+// a write committed while the mint waited (a zombie holder's [CheckFenced]
+// write), which fn would not see. A session whose tidb_txn_mode is not pessimistic is
 // refused with ErrFencing before the mint. A write conflict (TiDB error
 // 9007) at the mint, at the COMMIT, or returned by fn matches
 // [ErrWriteConflict]: the transaction was rolled back, and can be run
@@ -177,7 +177,7 @@ func (l *Locker) doTx(ctx context.Context, key string, db *sql.DB, opts *sql.TxO
 		if db != f.db {
 			return fail(key, "", "DoTx: db is not the *sql.DB given to WithFencing, which holds the fence table "+f.quoted+": its transaction could not be fenced", ErrFencing)
 		}
-		return fencedDoTx(l, ctx, key, opts, func(ctx context.Context) (*sql.Tx, error) { return begin(ctx, opts) }, fn)
+		return fencedDoTx(l, ctx, key, opts, func(ctx context.Context) (*sql.Tx, error) { return begin(ctx, l.cfg.fence.txOptions(opts)) }, fn)
 	}
 	if l.cfg.serialHandoff {
 		o, err := l.serialOptions(ctx, key, db, opts)

@@ -150,17 +150,29 @@ func (f *fenceTable) mintBlockInTx(ctx context.Context, tx *sql.Tx, key, name st
 // older than the mint's token but newer than that snapshot: fn would read
 // around it. Nothing in TiDB moves a transaction's snapshot forward, so
 // only READ COMMITTED, whose statements each read the latest commit, is
-// fenced there. The default level is refused rather than run as READ
-// COMMITTED, so that the level fn runs at is the one its caller wrote.
+// fenced there. The default level runs as READ COMMITTED there
+// (txOptions); any other level is refused.
 func (f *fenceTable) refuseLevel(key string, isolation sql.IsolationLevel) error {
-	if !f.snapshotAtFirst() || isolation == sql.LevelReadCommitted {
+	if !f.snapshotAtFirst() || isolation == sql.LevelReadCommitted || isolation == sql.LevelDefault {
 		return nil
 	}
-	level := "the DEFAULT level (REPEATABLE READ on TiDB)"
-	if isolation != sql.LevelDefault {
-		level = strings.ToUpper(isolation.String())
-	}
+	level := strings.ToUpper(isolation.String())
 	return fail(key, "", "fencing misconfigured: DoTx at "+level+" cannot be fenced on TiDB, whose transactions at that level read from a snapshot taken at their first statement, which can be older than a commit made while the mint waited: pass &sql.TxOptions{Isolation: sql.LevelReadCommitted}, which on TiDB reads the latest commit at every statement", ErrFencing, ErrInvalidArgument)
+}
+
+// txOptions returns the options a fenced DoTx begins its transaction with:
+// opts, except on a server whose transactions read from a snapshot taken at
+// their first statement (TiDB), where a DoTx that asks for the default
+// level gets READ COMMITTED (see refuseLevel).
+func (f *fenceTable) txOptions(opts *sql.TxOptions) *sql.TxOptions {
+	if !f.snapshotAtFirst() || (opts != nil && opts.Isolation != sql.LevelDefault) {
+		return opts
+	}
+	o := sql.TxOptions{Isolation: sql.LevelReadCommitted}
+	if opts != nil {
+		o.ReadOnly = opts.ReadOnly
+	}
+	return &o
 }
 
 // execer runs a statement: a *sql.DB (autocommit) or a transaction.

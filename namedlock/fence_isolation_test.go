@@ -45,12 +45,11 @@ func levelOpts(level sql.IsolationLevel) *sql.TxOptions {
 }
 
 // refusesLevel reports whether a fenced DoTx on srv is refused at level:
-// on TiDB at every level but READ COMMITTED (the default included, which
-// is REPEATABLE READ there), since a transaction there that keeps one
-// snapshot takes it before its mint waited and can miss a commit made
-// meanwhile.
+// on TiDB at every level but the default (run as READ COMMITTED there) and
+// READ COMMITTED, since a transaction there that keeps one snapshot takes
+// it before its mint waited and can miss a commit made meanwhile.
 func refusesLevel(srv *testdb.Server, level sql.IsolationLevel) bool {
-	return srv.Flavor == flavor.TiDB && level != sql.LevelReadCommitted
+	return srv.Flavor == flavor.TiDB && level != sql.LevelDefault && level != sql.LevelReadCommitted
 }
 
 // checkRefused runs a fenced DoTx of in on key at level, on app (which
@@ -94,9 +93,9 @@ func checkRefused(t *testing.T, srv *testdb.Server, in *instance, app *sqlx.DB, 
 // equals the number of DoTx that returned nil, and every one did. On TiDB,
 // whose transactions read from a snapshot taken at their first statement
 // (before the mint waited), this lost 36 of 80 updates at REPEATABLE READ
-// when that level ran as asked; there READ COMMITTED runs the 80, and
-// every other level, the default included, is refused before anything
-// runs (checkRefused).
+// when that level ran as asked; there the default level (run as READ
+// COMMITTED) and READ COMMITTED run the 80, and every other level is
+// refused before anything runs (checkRefused).
 func TestFencedDoTxIsolation(t *testing.T) {
 	srv := testdb.RequireReal(t)
 	leakCheck(t)
@@ -158,9 +157,9 @@ func TestFencedDoTxIsolation(t *testing.T) {
 // for A's fence row. A, a zombie that ignores its cancelled ctx, writes
 // what it read plus one and commits. B must read A's commit (1), at every
 // isolation level a caller can ask for, and write 2. On TiDB at REPEATABLE
-// READ, when that level ran as asked, B read 0; there every level but
-// READ COMMITTED (the default included) is refused before anything runs
-// (checkRefused).
+// READ, when that level ran as asked, B read 0; there every level but the
+// default (run as READ COMMITTED) and READ COMMITTED is refused before
+// anything runs (checkRefused).
 func TestFencedDoTxZombieIsolation(t *testing.T) {
 	srv := testdb.RequireReal(t)
 	leakCheck(t)
@@ -257,7 +256,7 @@ func TestFencedDoTxZombieIsolation(t *testing.T) {
 // COMMIT behind any other holder; and without
 // tidb_skip_isolation_level_check, SERIALIZABLE (which TiDB itself would
 // refuse at BEGIN, error 8048) is refused by the fenced DoTx first, as at
-// every level but READ COMMITTED.
+// every level but the default and READ COMMITTED.
 func TestFencedDoTxTiDBModes(t *testing.T) {
 	srv := testdb.Get(t)
 	if srv.Flavor != flavor.TiDB {
@@ -272,7 +271,7 @@ func TestFencedDoTxTiDBModes(t *testing.T) {
 
 	app := testdb.OpenDB(t, srv.DSN+paramSep(srv.DSN)+"tidb_txn_mode=%27optimistic%27")
 	in, _ := fenced(t, app)
-	for _, level := range []sql.IsolationLevel{sql.LevelReadCommitted} {
+	for _, level := range []sql.IsolationLevel{sql.LevelDefault, sql.LevelReadCommitted} {
 		err := in.locker.DoTx(ctx, uniqueKey(t, "opt"), app, levelOpts(level), fn)
 		t.Logf("%s, optimistic, %v: %v", srv.Name, level, err)
 		if !errors.Is(err, namedlock.ErrFencing) || !strings.Contains(err.Error(), "optimistic") {
