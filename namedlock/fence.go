@@ -157,7 +157,7 @@ func (f *fenceTable) refuseLevel(key string, isolation sql.IsolationLevel) error
 		return nil
 	}
 	level := strings.ToUpper(isolation.String())
-	return fail(key, "", "fencing misconfigured: DoTx at "+level+" cannot be fenced on TiDB, whose transactions at that level read from a snapshot taken at their first statement, which can be older than a commit made while the mint waited: pass &sql.TxOptions{Isolation: sql.LevelReadCommitted}, which on TiDB reads the latest commit at every statement", ErrFencing, ErrInvalidArgument)
+	return fail(key, "", "fencing misconfigured: DoTx at "+level+" cannot be fenced on TiDB, whose transactions at that level read from a snapshot taken at their first statement, which can be older than a commit made while the mint waited: ask for the default level or READ COMMITTED (&sql.TxOptions{Isolation: sql.LevelReadCommitted}), which on TiDB read the latest commit at every statement", ErrFencing, ErrInvalidArgument)
 }
 
 // txOptions returns the options a fenced DoTx begins its transaction with:
