@@ -3,14 +3,8 @@ package namedlock
 import (
 	"context"
 	"database/sql"
-	"database/sql/driver"
 	"errors"
-	"strings"
-	"time"
 
-	"github.com/go-sql-driver/mysql"
-
-	"github.com/namedlock/mysql/internal/flavor"
 	"github.com/namedlock/mysql/internal/txhook"
 )
 
@@ -161,7 +155,9 @@ func init() {
 }
 
 // doTx is DoTx on db, whose transaction begin begins with the options doTx
-// chose.
+// chose. It checks the arguments and runs the Locker's protocol: fenced
+// (fencedDoTx), with the serializable handoff (serialTx), or plain
+// (plainDoTx).
 func (l *Locker) doTx(ctx context.Context, key string, db *sql.DB, opts *sql.TxOptions, begin txhook.Begin, fn func(ctx context.Context, tx *sql.Tx) error) error {
 	switch {
 	case fn == nil:
@@ -186,13 +182,23 @@ func (l *Locker) doTx(ctx context.Context, key string, db *sql.DB, opts *sql.TxO
 		}
 		return serialTx(l, ctx, key, db, func(ctx context.Context) (*sql.Tx, error) { return begin(ctx, o) }, fn)
 	}
+	return plainDoTx(l, ctx, key, func(ctx context.Context) (*sql.Tx, error) { return begin(ctx, opts) }, fn)
+}
+
+// plainDoTx is DoTx without fencing or the serializable handoff: acquire,
+// begin, fn, COMMIT, release (runSection), the COMMIT counted on the
+// lock's session so that Close waits for it (commitHeld). Its outcome is
+// read under the lock, before the release: a loss found by the release
+// does not change a COMMIT that succeeded (counted: committed), nor is it
+// joined to an outcome that is unknown.
+func plainDoTx(l *Locker, ctx context.Context, key string, begin func(context.Context) (*sql.Tx, error), fn func(ctx context.Context, tx *sql.Tx) error) error {
 	k, err := l.acquire(ctx, key, false, false, early{kind: earlyNone}, nil)
 	if err != nil {
 		return err
 	}
 	committed := false
 	ferr, rerr := l.runSection(ctx, []*Lock{k}, func(fctx context.Context) (err error) {
-		committed, err = plainTx(fctx, k, func(ctx context.Context) (*sql.Tx, error) { return begin(ctx, opts) }, fn)
+		committed, err = plainTx(fctx, k, begin, fn)
 		return err
 	})
 	switch {
@@ -203,30 +209,6 @@ func (l *Locker) doTx(ctx context.Context, key string, db *sql.DB, opts *sql.TxO
 		return ferr // alone: a loss found by the release must not read as "not committed"
 	}
 	return joinErrors(rerr, ferr)
-}
-
-// serialOptions returns the options of a DoTx with WithSerializableHandoff
-// asked for opts on db: SERIALIZABLE, or an error when opts asks for
-// another level or db's server does not lock serializable reads.
-func (l *Locker) serialOptions(ctx context.Context, key string, db *sql.DB, opts *sql.TxOptions) (*sql.TxOptions, error) {
-	o := sql.TxOptions{Isolation: sql.LevelSerializable}
-	if opts != nil {
-		if opts.Isolation != sql.LevelDefault && opts.Isolation != sql.LevelSerializable {
-			return nil, fail(key, "", "invalid argument: DoTx at "+strings.ToUpper(opts.Isolation.String())+" on a Locker with WithSerializableHandoff, whose transactions run at SERIALIZABLE: ask for the default level or SERIALIZABLE, or use a Locker without that option", ErrInvalidArgument)
-		}
-		o.ReadOnly = opts.ReadOnly
-	}
-	ok, err := l.serial.locksReads(ctx, db)
-	if err != nil {
-		if ctx.Err() != nil {
-			return nil, notAcquired(ctx, key, nil)
-		}
-		return nil, fail(key, "", "DoTx: learn the kind of server of db: "+err.Error(), err)
-	}
-	if !ok {
-		return nil, fail(key, "", "invalid argument: DoTx with WithSerializableHandoff on a server whose serializable transactions do not lock what they read (TiDB, the embedded server): the server would not order them, so the lock cannot go before the COMMIT; use a Locker without that option", ErrInvalidArgument)
-	}
-	return &o, nil
 }
 
 // plainTx runs fn in a transaction that is committed only if the lock is
@@ -247,226 +229,11 @@ func plainTx(ctx context.Context, k *Lock, begin func(context.Context) (*sql.Tx,
 	if ferr != nil {
 		return false, rolledBack(ctx, k.key, tx, ferr)
 	}
-	ended, err := k.beginCommit() // Close waits for the COMMIT
-	if err != nil {
-		_ = tx.Rollback()
-		return false, err
-	}
-	err = tx.Commit()
-	ended()
-	if err != nil {
-		return false, commitFailed(ctx, k, err)
+	switch cerr, notHeld := commitHeld(k, tx); {
+	case notHeld != nil:
+		return false, notHeld
+	case cerr != nil:
+		return false, commitFailed(ctx, k, cerr)
 	}
 	return true, nil
-}
-
-// committed counts, once DoTx's transaction committed and its lock was let
-// go of, a loss of k found at or after the COMMIT (Stats.LostCommits); the
-// observer was told of it by the loss or the release.
-func (l *Locker) committed(k *Lock) {
-	if isLost(k.Err()) {
-		l.stats.lostCommits.Add(1)
-	}
-}
-
-// commitFailed returns DoTx's error for a COMMIT of k's transaction, begun
-// on ctx, that returned err: one matching ErrCommitUnknown unless err shows
-// that the COMMIT was not applied (commitRefused). sql.ErrTxDone while ctx
-// is live means fn ended the transaction itself (committed or rolled back,
-// database/sql does not say which); with ctx done, database/sql rolled it
-// back.
-func commitFailed(ctx context.Context, k *Lock, err error) error {
-	if errors.Is(err, sql.ErrTxDone) && ctx.Err() == nil {
-		return fnEndedTx(k.key, err)
-	}
-	if !commitRefused(err) {
-		return fail(k.key, "", "DoTx: commit: the transaction may have committed; its outcome is unknown: "+err.Error(), ErrCommitUnknown, err)
-	}
-	if flavor.IsWriteConflict(err) {
-		return fail(k.key, "", "DoTx: commit: "+err.Error(), ErrWriteConflict, err)
-	}
-	if lost := k.Err(); isLost(lost) {
-		return alsoMatching(lost, err)
-	}
-	return fail(k.key, "", "DoTx: commit: "+err.Error(), err)
-}
-
-// fnEndedTx returns DoTx's error for a transaction that fn ended itself
-// (DoTx's Commit or Rollback found it done while its ctx was live), err
-// being fn's error or the Commit's.
-func fnEndedTx(key string, err error) error {
-	return fail(key, "", "DoTx: fn ended the transaction itself (tx.Commit or tx.Rollback): it may have committed; its outcome is unknown: "+err.Error(), ErrCommitUnknown, err)
-}
-
-// rolledBack rolls tx, begun on ctx, back after fn returned ferr, and
-// returns DoTx's error: ferr, or, when the Rollback shows that fn ended
-// the transaction itself, an error matching ErrCommitUnknown and ferr.
-func rolledBack(ctx context.Context, key string, tx txn, ferr error) error {
-	if err := tx.Rollback(); errors.Is(err, sql.ErrTxDone) && ctx.Err() == nil {
-		return fnEndedTx(key, ferr)
-	}
-	return ferr
-}
-
-// commitRefused reports whether err, returned by a transaction's Commit,
-// shows that the COMMIT was not applied: the server answered with an error
-// (other than one that ends the session or the statement from outside,
-// after which it may have committed), database/sql did not send it (the
-// transaction had ended: its ctx was done), or the driver found the
-// connection broken before writing it (driver.ErrBadConn, which a driver
-// must not return when the server may have run the statement). MySQL's
-// error 4031 is such an answer: the server ended the session for sitting
-// idle, waiting for its next command, before the COMMIT came. Any other
-// error — the connection broke after the COMMIT was written — leaves the
-// outcome unknown.
-func commitRefused(err error) bool {
-	var me *mysql.MySQLError
-	switch {
-	case errors.Is(err, driver.ErrBadConn), errors.Is(err, sql.ErrTxDone),
-		errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
-		return true
-	case errors.As(err, &me):
-		switch me.Number {
-		case 1053, // ER_SERVER_SHUTDOWN
-			1317, // ER_QUERY_INTERRUPTED (KILL QUERY)
-			1927, // ER_CONNECTION_KILLED (MariaDB)
-			3169: // ER_SESSION_WAS_KILLED (MySQL)
-			return false
-		}
-		return true
-	}
-	return false
-}
-
-// fencedDoTx is DoTx with fencing: acquire, begin, mint inside the
-// transaction, fn, COMMIT. When the next local waiter is itself a fenced
-// DoTx, the lock is handed to it as soon as this transaction's mint holds
-// the fence row (Lock.handOffEarly), and the proof of that handoff
-// runs while fn runs or beside the COMMIT (a goroutine of this call,
-// awaited before it returns); any other next holder gets the lock after the
-// COMMIT. The transaction lives on ctx, the
-// caller's: a loss of the named lock cancels fn's ctx, not the transaction,
-// which the fence keeps safe from the mint on. A loss before the mint fails
-// the mint (fn's ctx is done) and nothing is written.
-//
-// The transaction is begun after the lock is taken, not while the caller
-// waits (as a DoTx with the serializable handoff does when first in line):
-// a handoff comes right after the previous holder's mint, so this BEGIN is
-// sent while that holder still runs fn, off the path that holders of the
-// key take one after another, and a waiting caller holds no connection of
-// the application's pool.
-func fencedDoTx(l *Locker, ctx context.Context, key string, opts *sql.TxOptions, begin func(context.Context) (*sql.Tx, error), fn func(ctx context.Context, tx *sql.Tx) error) (err error) {
-	f := l.cfg.fence
-	if err := f.verify(ctx); err != nil {
-		return err
-	}
-	level := sql.LevelDefault
-	if opts != nil {
-		level = opts.Isolation
-	}
-	if err := f.refuseLevel(key, level); err != nil {
-		return err
-	}
-	k, err := l.acquire(ctx, key, false, false, early{kind: earlyFencedTx}, nil)
-	if err != nil {
-		return err
-	}
-	tx, err := begin(ctx)
-	if err != nil {
-		_ = l.releaseAll([]*Lock{k})
-		return fail(key, "", "DoTx: begin: "+err.Error(), err)
-	}
-	locks := []*Lock{k}
-	fctx, cancel := l.sectionContext(ctx, locks)
-	defer cancel(context.Canceled)
-	var finish func() error // the rest of a release begun by an early handoff
-	release := func() error {
-		if finish != nil {
-			return finish()
-		}
-		return l.releaseAll(locks)
-	}
-	finished := false
-	var fenceWait time.Duration // how long the mint took
-	defer func() {
-		if !finished { // fn panicked or called runtime.Goexit
-			_ = tx.Rollback()
-			l.fencedTxEnded(ctx, key, fenceWait, errFnDidNotReturn)
-			_ = release()
-		}
-	}()
-	// The session's block of tokens (mintFor) ends here: this mint moves
-	// the counter past it, so the next holder mints anew.
-	l.mu.Lock()
-	k.sess.tokenNext = 0
-	l.mu.Unlock()
-	minting := time.Now()
-	tok, err := f.mintInTx(fctx, tx, key, k.q.name)
-	fenceWait = time.Since(minting)
-	if err == nil {
-		k.token.Store(tok)
-		// The fence row is this transaction's until it ends: a fenced DoTx
-		// waiting here may start now and wait at its own mint.
-		finish, _ = k.handOffEarly(early{kind: earlyFencedTx}) // the mint orders every later holder
-		err = fn(fctx, tx)
-		if err != nil && flavor.IsWriteConflict(err) {
-			err = alsoMatching(err, ErrWriteConflict) // rolled back below: it can run again
-		}
-	} else if cause := context.Cause(fctx); fctx.Err() != nil && cause != nil {
-		// The loss (or ctx, or Close) made the mint fail: say so once.
-		if isLost(cause) {
-			err = alsoMatching(cause, err)
-		} else {
-			err = alsoMatching(err, cause)
-		}
-	}
-	finished = true
-	if err != nil {
-		err = rolledBack(ctx, key, tx, err)
-		l.fencedTxEnded(ctx, key, fenceWait, err)
-		if rerr := release(); rerr != nil {
-			return joinErrors(rerr, err)
-		}
-		return err
-	}
-	if finish == nil {
-		finish, _ = k.handOffEarly(early{kind: earlyFencedTx}) // one may have come while fn ran
-	}
-	if finish == nil {
-		// Anyone else (a Do, another instance) must see the COMMIT done
-		// before it gets the lock. A loss found by this release is in
-		// Stats and the observer: the transaction committed.
-		err = tx.Commit()
-		_ = l.releaseAll(locks)
-	} else {
-		err, _ = commitBeside(tx, finish, nil) // a loss found by the proof: Stats and the observer
-	}
-	switch {
-	case err != nil:
-		err = commitFailed(ctx, k, err)
-	case finish != nil:
-		l.earlyCommitted(ctx, k)
-	default:
-		l.committed(k)
-	}
-	l.fencedTxEnded(ctx, key, fenceWait, err)
-	return err
-}
-
-// errFnDidNotReturn is the Err of the FencedTx event of a DoTx whose fn
-// panicked or called runtime.Goexit.
-var errFnDidNotReturn = errors.New("namedlock: DoTx: fn panicked or called runtime.Goexit; the transaction was rolled back")
-
-// fencedTxEnded counts the end of a fenced DoTx's transaction, whose mint
-// took fenceWait, in Stats and tells the observer: err is nil when it
-// committed, why it rolled back otherwise.
-func (l *Locker) fencedTxEnded(ctx context.Context, key string, fenceWait time.Duration, err error) {
-	l.stats.fenceWaitNanos.Add(int64(fenceWait))
-	switch {
-	case err == nil:
-		l.stats.fencedCommits.Add(1)
-	case errors.Is(err, ErrFenceWait):
-		l.stats.fenceWaitTimeouts.Add(1)
-	}
-	l.observe(Event{Key: key, Outcome: FencedTx, FenceWait: fenceWait, Err: err, Context: ctx})
 }

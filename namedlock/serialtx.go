@@ -3,7 +3,7 @@ package namedlock
 import (
 	"context"
 	"database/sql"
-	"errors"
+	"strings"
 )
 
 // A DoTx with the serializable handoff (WithSerializableHandoff) on MySQL or MariaDB: there every
@@ -36,35 +36,19 @@ import (
 // slower: BEGIN at another level is two statements).
 //
 // Errors are those of a plain DoTx: fn's error, the loss of the lock found
-// before the COMMIT (rolled back), the COMMIT's error (commitFailed). A
-// loss found by the release or the handoff's proof after a COMMIT that
-// succeeded is counted (Locker.committed): the transaction committed.
-func serialTx[T txn](l *Locker, ctx context.Context, key string, db *sql.DB, begin func(context.Context) (T, error), fn func(ctx context.Context, tx T) error) (err error) {
-	var tx T
-	begun, done := false, false // done: committed, or rolled back
-	beginNow := func() error {
-		if begun {
-			return nil
-		}
-		t, err := begin(ctx)
-		if err != nil {
-			return err
-		}
-		tx, begun = t, true
-		return nil
-	}
-	defer func() {
-		if begun && !done {
-			_ = tx.Rollback()
-		}
-	}()
+// before the COMMIT (rolled back), the COMMIT's error. A loss found by the
+// release or the handoff's proof after a COMMIT that succeeded is counted
+// (commitResult): the transaction committed.
+func serialTx[T txn](l *Locker, ctx context.Context, key string, db *sql.DB, begin func(context.Context) (T, error), fn func(ctx context.Context, tx T) error) error {
+	t := &serialRun[T]{begin: begin}
+	defer t.rollBackUnended()
 	e := early{kind: earlySerialTx, db: db}
 	// First in line, it begins (a failure there is tried again below).
-	k, err := l.acquire(ctx, key, false, false, e, func() { _ = beginNow() })
+	k, err := l.acquire(ctx, key, false, false, e, func() { _ = t.beginOnce(ctx) })
 	if err != nil {
 		return err
 	}
-	if err := beginNow(); err != nil {
+	if err := t.beginOnce(ctx); err != nil {
 		_ = l.releaseAll([]*Lock{k})
 		if ctx.Err() != nil {
 			return notAcquired(ctx, key, nil)
@@ -77,50 +61,106 @@ func serialTx[T txn](l *Locker, ctx context.Context, key string, db *sql.DB, beg
 	finished := false
 	defer func() {
 		if !finished { // fn panicked or called runtime.Goexit
-			_ = tx.Rollback()
-			done = true
+			t.rollBack()
 			_ = l.releaseAll(locks)
 		}
 	}()
-	ferr := fn(fctx, tx)
+	ferr := fn(fctx, t.tx)
 	finished = true
 	if ferr == nil {
 		ferr = k.Err()
 	}
 	if ferr != nil {
-		ferr = rolledBack(ctx, key, tx, ferr)
-		done = true
+		ferr = rolledBack(ctx, key, t.tx, ferr)
+		t.done = true
 		if rerr := l.releaseAll(locks); rerr != nil {
 			return joinErrors(rerr, ferr)
 		}
 		return ferr
 	}
-	var rerr error
+	return t.commit(l, ctx, k, e)
+}
+
+// serialRun is the transaction of one serialTx: begun once its caller is
+// first in line for the key, or else once it holds the lock.
+type serialRun[T txn] struct {
+	begin func(context.Context) (T, error)
+	tx    T
+	begun bool
+	done  bool // committed, or rolled back
+}
+
+// beginOnce begins the transaction on ctx, unless it was begun.
+func (t *serialRun[T]) beginOnce(ctx context.Context) error {
+	if t.begun {
+		return nil
+	}
+	tx, err := t.begin(ctx)
+	if err != nil {
+		return err
+	}
+	t.tx, t.begun = tx, true
+	return nil
+}
+
+// rollBack rolls the transaction back.
+func (t *serialRun[T]) rollBack() {
+	_ = t.tx.Rollback()
+	t.done = true
+}
+
+// rollBackUnended rolls the transaction back if it was begun and has
+// neither committed nor been rolled back: serialTx's last word, whichever
+// way it returns.
+func (t *serialRun[T]) rollBackUnended() {
+	if t.begun && !t.done {
+		_ = t.tx.Rollback()
+	}
+}
+
+// commit commits the transaction of k's holder, fn having returned nil,
+// and returns DoTx's result (commitResult). When the next local waiter is
+// a DoTx that may take k early as e says, k goes to it first and the
+// COMMIT runs beside the handoff's proof; otherwise the COMMIT is counted
+// on k's session (commitHeld), and k is released once it has returned,
+// as a plain DoTx does.
+func (t *serialRun[T]) commit(l *Locker, ctx context.Context, k *Lock, e early) error {
+	var cerr, rerr error
 	finish, ended := k.handOffEarly(e)
 	if finish != nil {
-		err, rerr = commitBeside(tx, finish, ended)
+		cerr, rerr = commitBeside(t.tx, finish, ended)
 	} else {
-		ended, herr := k.beginCommit() // Close waits for the COMMIT
-		if herr != nil {
-			_ = tx.Rollback()
-			done = true
-			return joinErrors(l.releaseAll(locks), herr)
+		var notHeld error
+		if cerr, notHeld = commitHeld(k, t.tx); notHeld != nil {
+			t.done = true // commitHeld rolled it back
+			return joinErrors(l.releaseAll([]*Lock{k}), notHeld)
 		}
-		err = tx.Commit()
-		ended()
-		rerr = l.releaseAll(locks)
+		rerr = l.releaseAll([]*Lock{k})
 	}
-	done = true
+	t.done = true
+	return l.commitResult(ctx, k, cerr, rerr, finish != nil)
+}
+
+// serialOptions returns the options of a DoTx with WithSerializableHandoff
+// asked for opts on db: SERIALIZABLE, or an error when opts asks for
+// another level or db's server does not lock serializable reads.
+func (l *Locker) serialOptions(ctx context.Context, key string, db *sql.DB, opts *sql.TxOptions) (*sql.TxOptions, error) {
+	o := sql.TxOptions{Isolation: sql.LevelSerializable}
+	if opts != nil {
+		if opts.Isolation != sql.LevelDefault && opts.Isolation != sql.LevelSerializable {
+			return nil, fail(key, "", "invalid argument: DoTx at "+strings.ToUpper(opts.Isolation.String())+" on a Locker with WithSerializableHandoff, whose transactions run at SERIALIZABLE: ask for the default level or SERIALIZABLE, or use a Locker without that option", ErrInvalidArgument)
+		}
+		o.ReadOnly = opts.ReadOnly
+	}
+	ok, err := l.serial.locksReads(ctx, db)
 	if err != nil {
-		if err = commitFailed(ctx, k, err); errors.Is(err, ErrCommitUnknown) {
-			return err // alone: a loss found by the release must not read as "not committed"
+		if ctx.Err() != nil {
+			return nil, notAcquired(ctx, key, nil)
 		}
-		return joinErrors(rerr, err)
+		return nil, fail(key, "", "DoTx: learn the kind of server of db: "+err.Error(), err)
 	}
-	if finish != nil {
-		l.earlyCommitted(ctx, k) // a loss found by the proof or since: reported, not an error
-	} else {
-		l.committed(k) // a loss found by the release: reported, not an error
+	if !ok {
+		return nil, fail(key, "", "invalid argument: DoTx with WithSerializableHandoff on a server whose serializable transactions do not lock what they read (TiDB, the embedded server): the server would not order them, so the lock cannot go before the COMMIT; use a Locker without that option", ErrInvalidArgument)
 	}
-	return nil
+	return &o, nil
 }
