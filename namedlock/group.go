@@ -411,26 +411,52 @@ type groupTx struct {
 	// broke is set when a section's error says the connection broke:
 	// database/sql then ends the transaction itself (sql.ErrTxDone).
 	broke bool
-	// proven is the wait for the proof started beside the RELEASE
-	// SAVEPOINT of the group's last section, nil if none was.
+	// proven is the wait for the proof started beside the group's fn
+	// (Merger) or the RELEASE SAVEPOINT of its last section (DoBatch), nil
+	// if none was.
 	proven func() error
 }
 
-// runGroup runs one group of gq under k, which it keeps held.
+// runGroup runs one group of gq under k, which it keeps held: it begins
+// the group's transaction and mints its tokens (beginGroup), runs the
+// group's fn (Merger) or sections (DoBatch), waits for the proof that k is
+// still held, then commits or rolls back and gives the members waiting
+// the outcome (end).
 func (l *Locker) runGroup(gq *groupQueue, k *Lock, r groupRunner) {
-	f := l.cfg.fence
 	gctx, cancel := l.sectionContext(context.Background(), []*Lock{k})
 	defer cancel(context.Canceled)
+	gt, g := l.beginGroup(gctx, gq, k, r)
+	if gt == nil {
+		return
+	}
+	var gerr error // the group cannot commit
+	if r.merge {
+		gt.proven = gt.prove() // beside fn
+		gerr = gt.runMerged(gctx, g)
+	} else {
+		gerr = gt.runSections(gctx, gq, g)
+	}
+	gt.end(gt.checkHeld(gerr))
+}
+
+// beginGroup begins the transaction of gq's next group, under k, takes the
+// group (at most the group bound of the callers queued), and mints one
+// token per member in one statement on gctx. It returns nil when there is
+// nothing to run: the BEGIN failed (every pending caller gets its error),
+// nobody is queued any more, or the mint failed (the group's members get
+// its error, with the loss or Close that made it fail).
+func (l *Locker) beginGroup(gctx context.Context, gq *groupQueue, k *Lock, r groupRunner) (*groupTx, []*member) {
+	f := l.cfg.fence
 	tx, err := r.db.BeginTx(context.Background(), f.groupTxOptions())
 	if err != nil {
 		l.failPending(gq, fail(gq.gk.key, "", r.call+": begin: "+err.Error(), err))
-		return
+		return nil, nil
 	}
-	maxN, maxT := l.cfg.batchLimits()
+	maxN, _ := l.cfg.batchLimits()
 	g := l.takeGroup(gq, maxN)
 	if len(g) == 0 {
 		_ = tx.Rollback()
-		return
+		return nil, nil
 	}
 	gt := &groupTx{l: l, k: k, r: r, tx: tx, n: uint64(len(g))}
 	l.mu.Lock()
@@ -443,54 +469,73 @@ func (l *Locker) runGroup(gq *groupQueue, k *Lock, r groupRunner) {
 			err = alsoMatching(err, cause)
 		}
 		l.endRest(g, err)
-		return
+		return nil, nil
 	}
 	k.token.Store(gt.first + gt.n - 1)
-	var gerr error // the group cannot commit
-	var proven func() error
-	if r.merge {
-		proven = gt.prove() // beside fn
-		gerr = gt.runMerged(gctx, g)
-	} else {
-		start := time.Now()
-		for i, m := range g {
-			if i > 0 && time.Since(start) > maxT {
-				l.putBack(gq, g[i:])
-				break
-			}
-			if gctx.Err() != nil {
-				// The lock was lost or Close took it: start no more
-				// sections (the proof below rolls the group back).
-				l.endRest(g[i:], fail(m.key, "not acquired", "the group's lock was lost (or the Locker closed) before this section started", ErrNotAcquired, context.Cause(gctx)))
-				break
-			}
-			if gerr = gt.section(gctx, m, gt.first+uint64(i), i == len(g)-1); gerr != nil {
-				l.endRest(g[i+1:], gerr)
-				break
-			}
+	return gt, g
+}
+
+// runSections runs the sections of g, a DoBatch group, one at a time in
+// queue order. No section starts after the group's time bound (the
+// members not reached go back to the front of gq's queue, for the next
+// group) nor once gctx ended (the lock lost, or taken by Close: they get
+// that error). A section's error that stops the group (its transaction is
+// gone) goes to the members not reached and is returned.
+func (gt *groupTx) runSections(gctx context.Context, gq *groupQueue, g []*member) error {
+	l := gt.l
+	_, maxT := l.cfg.batchLimits()
+	start := time.Now()
+	for i, m := range g {
+		if i > 0 && time.Since(start) > maxT {
+			l.putBack(gq, g[i:])
+			return nil
+		}
+		if gctx.Err() != nil {
+			// The lock was lost or Close took it: start no more
+			// sections (the proof rolls the group back).
+			l.endRest(g[i:], fail(m.key, "not acquired", "the group's lock was lost (or the Locker closed) before this section started", ErrNotAcquired, context.Cause(gctx)))
+			return nil
+		}
+		if err := gt.section(gctx, m, gt.first+uint64(i), i == len(g)-1); err != nil {
+			l.endRest(g[i+1:], err)
+			return err
 		}
 	}
-	if proven == nil {
-		proven = gt.proven // beside the last section's RELEASE SAVEPOINT
-	}
+	return nil
+}
+
+// checkHeld waits for the proof that the lock is still held — the one
+// started beside the group's fn or its last section's RELEASE SAVEPOINT,
+// or, when none was and the group would commit, one started now — and
+// returns gerr, or, when the group would have committed and the proof
+// failed, the loss: the group is rolled back instead.
+func (gt *groupTx) checkHeld(gerr error) error {
+	proven := gt.proven
 	if proven == nil && gerr == nil && len(gt.ok) > 0 {
 		proven = gt.prove()
 	}
-	if proven != nil {
-		if err := proven(); err != nil && gerr == nil && len(gt.ok) > 0 {
-			gerr = fail(gq.gk.key, "", r.call+": the lock was lost before the group's COMMIT, which was rolled back instead: "+err.Error(), ErrLockLost, err)
-		}
+	if proven == nil {
+		return gerr
 	}
-	if gerr != nil {
-		_ = tx.Rollback()
+	if err := proven(); err != nil && gerr == nil && len(gt.ok) > 0 {
+		return fail(gt.k.key, "", gt.r.call+": the lock was lost before the group's COMMIT, which was rolled back instead: "+err.Error(), ErrLockLost, err)
+	}
+	return gerr
+}
+
+// end ends the group's transaction: rolled back when gerr says it cannot
+// commit (the members waiting for the outcome get gerr) or when no
+// section succeeded, committed otherwise (they get the COMMIT's outcome).
+func (gt *groupTx) end(gerr error) {
+	switch {
+	case gerr != nil:
+		_ = gt.tx.Rollback()
 		gt.deliver(gerr)
-		return
+	case len(gt.ok) == 0:
+		_ = gt.tx.Rollback()
+	default:
+		gt.deliver(gt.commit(gt.k.key))
 	}
-	if len(gt.ok) == 0 {
-		_ = tx.Rollback()
-		return
-	}
-	gt.deliver(gt.commit(gq.gk.key))
 }
 
 // prove starts a check that the lock's session holds the lock now, in a
