@@ -162,6 +162,18 @@ func newMember(ctx context.Context, key string, req any) *member {
 	return &member{ctx: ctx, key: key, req: req, ch: make(chan groupMsg, 1), back: make(chan sectionEnd, 1)}
 }
 
+// unqueueLocked moves m, if it is still queued, to state to (memberGone:
+// it left; memberTurned: its turn came), and reports whether it did:
+// whichever of its caller and the worker comes first decides. b.mu, the
+// batchSet's, must be held.
+func (m *member) unqueueLocked(to memberState) bool {
+	if m.state != memberQueued {
+		return false
+	}
+	m.state = to
+	return true
+}
+
 // groupRunner says how a group's members are run: one section each
 // (DoBatch), or one fn for all (Merger).
 type groupRunner struct {
@@ -209,10 +221,9 @@ func (l *Locker) leave(gq *groupQueue, m *member) bool {
 	b := &l.batch
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if m.state != memberQueued {
+	if !m.unqueueLocked(memberGone) {
 		return false
 	}
-	m.state = memberGone
 	for i, x := range gq.pending {
 		if x == m {
 			gq.pending = append(gq.pending[:i], gq.pending[i+1:]...)
@@ -379,11 +390,7 @@ func (l *Locker) turn(m *member) bool {
 	b := &l.batch
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if m.state != memberQueued {
-		return false
-	}
-	m.state = memberTurned
-	return true
+	return m.unqueueLocked(memberTurned)
 }
 
 // endRest gives err to the members of g still queued (not reached).
