@@ -291,45 +291,16 @@ func joinErrors(errs ...error) error {
 
 func (l errorList) Unwrap() []error { return l }
 
+// Error returns the errors' texts on one line, each said once (see
+// errorList).
 func (l errorList) Error() string {
 	texts := make([]string, len(l))
 	for i, err := range l {
 		texts[i] = oneLine(err.Error())
 	}
-	covered := coveredTexts(l, texts)
-	// Failures that say the same of several keys, once for all.
-	type part struct {
-		f    *failure
-		keys []string
-		text string
-	}
-	type sameFailure struct{ what, why string }
-	var parts []*part
-	byFailure := make(map[sameFailure]*part)
-	for i, err := range l {
-		if covered[i] {
-			continue
-		}
-		f, ok := err.(*failure)
-		switch {
-		case ok && f.key != "":
-			id := sameFailure{f.what, f.why}
-			if p := byFailure[id]; p != nil {
-				p.keys = append(p.keys, f.key)
-				continue
-			}
-			p := &part{f: f, keys: []string{f.key}}
-			byFailure[id] = p
-			parts = append(parts, p)
-		case ok:
-			parts = append(parts, &part{f: f})
-		default:
-			parts = append(parts, &part{text: texts[i]})
-		}
-	}
 	var b strings.Builder
 	prefixed := false
-	for i, p := range parts {
+	for i, p := range errorParts(l, texts, coveredTexts(l, texts)) {
 		if i > 0 {
 			b.WriteString("; ")
 		}
@@ -342,22 +313,67 @@ func (l errorList) Error() string {
 			b.WriteString("namedlock: ")
 			prefixed = true
 		}
-		if len(p.keys) < 2 {
-			p.f.write(&b, true)
-			continue
-		}
-		b.WriteString("locks ")
-		for j, k := range p.keys {
-			if j > 0 {
-				b.WriteString(", ")
-			}
-			b.WriteString(strconv.Quote(k))
-		}
-		var rest strings.Builder
-		p.f.write(&rest, false)
-		b.WriteString(strings.TrimPrefix(rest.String(), "lock"))
+		p.write(&b)
 	}
 	return b.String()
+}
+
+// errorPart is one part of an errorList's text: a failure with every key
+// that failed the same way, or the text of an error of another kind.
+type errorPart struct {
+	f    *failure // nil for another kind of error
+	keys []string
+	text string // when f is nil
+}
+
+// errorParts returns the parts of l's text, in the order of l, leaving out
+// the covered errors: the failures that say the same (what and why) of
+// several keys make one part, found by a map in one pass.
+func errorParts(l errorList, texts []string, covered []bool) []*errorPart {
+	type sameFailure struct{ what, why string }
+	var parts []*errorPart
+	byFailure := make(map[sameFailure]*errorPart)
+	for i, err := range l {
+		if covered[i] {
+			continue
+		}
+		f, ok := err.(*failure)
+		switch {
+		case ok && f.key != "":
+			id := sameFailure{f.what, f.why}
+			if p := byFailure[id]; p != nil {
+				p.keys = append(p.keys, f.key)
+				continue
+			}
+			p := &errorPart{f: f, keys: []string{f.key}}
+			byFailure[id] = p
+			parts = append(parts, p)
+		case ok:
+			parts = append(parts, &errorPart{f: f})
+		default:
+			parts = append(parts, &errorPart{text: texts[i]})
+		}
+	}
+	return parts
+}
+
+// write writes the failure's text without the "namedlock: " prefix, for
+// several keys as `locks "a", "b" what: why`.
+func (p *errorPart) write(b *strings.Builder) {
+	if len(p.keys) < 2 {
+		p.f.write(b, true)
+		return
+	}
+	b.WriteString("locks ")
+	for j, k := range p.keys {
+		if j > 0 {
+			b.WriteString(", ")
+		}
+		b.WriteString(strconv.Quote(k))
+	}
+	var rest strings.Builder
+	p.f.write(&rest, false)
+	b.WriteString(strings.TrimPrefix(rest.String(), "lock"))
 }
 
 // coveredTexts reports, for each error of l, whether its text is said by

@@ -63,35 +63,9 @@ func queryInts(ctx context.Context, conn *sql.Conn, deadline time.Time, dest []s
 	}
 	direct, bySocket := false, false
 	err = conn.Raw(func(dc any) error {
-		q, ok := dc.(driver.QueryerContext)
-		if !ok || len(args) > len(stmtBuf{}.args) || len(dest) > len(stmtBuf{}.vals) {
-			return nil
-		}
-		qctx := ctx
-		if !deadline.IsZero() {
-			var nc net.Conn
-			if lc, ok := dc.(*lockconn.Conn); ok {
-				nc = lc.Socket()
-			}
-			if nc != nil && nc.SetDeadline(deadline) == nil {
-				bySocket = true
-				defer nc.SetDeadline(time.Time{})
-				if ctx.Done() != nil {
-					it := &interrupter{nc: nc}
-					it.stop = context.AfterFunc(ctx, it.fire)
-					defer it.disarm()
-				}
-				qctx = context.Background()
-			} else {
-				var cancel context.CancelFunc
-				qctx, cancel = context.WithDeadline(ctx, deadline)
-				defer cancel()
-			}
-		}
-		var ran bool
-		ran, err = queryDirect(qctx, q, dest, query, args)
-		direct = ran
-		return err
+		var derr error
+		direct, bySocket, derr = queryBounded(ctx, dc, deadline, dest, query, args)
+		return derr
 	})
 	if !direct && err == nil {
 		err = queryViaSQL(ctx, conn, deadline, dest, query, args)
@@ -99,9 +73,49 @@ func queryInts(ctx context.Context, conn *sql.Conn, deadline time.Time, dest []s
 	if err == nil {
 		return false, nil
 	}
-	// A deadline on the socket is reported by the driver as a broken
-	// connection (mysql.ErrInvalidConn); say why, as the driver does for a
-	// ctx.
+	return endedError(ctx, deadline, bySocket, err)
+}
+
+// queryBounded runs query directly on dc, the driver's connection inside
+// [sql.Conn.Raw], bounded by deadline unless it is zero: on dc's socket when
+// it is known (bySocket; ctx then ends the statement through an
+// interrupter), on ctx otherwise. direct is false when the driver cannot
+// run the statement directly, which then runs through database/sql.
+func queryBounded(ctx context.Context, dc any, deadline time.Time, dest []sql.NullInt64, query string, args []any) (direct, bySocket bool, err error) {
+	q, ok := dc.(driver.QueryerContext)
+	if !ok || len(args) > len(stmtBuf{}.args) || len(dest) > len(stmtBuf{}.vals) {
+		return false, false, nil
+	}
+	qctx := ctx
+	if !deadline.IsZero() {
+		var nc net.Conn
+		if lc, ok := dc.(*lockconn.Conn); ok {
+			nc = lc.Socket()
+		}
+		if nc != nil && nc.SetDeadline(deadline) == nil {
+			bySocket = true
+			defer nc.SetDeadline(time.Time{})
+			if ctx.Done() != nil {
+				it := &interrupter{nc: nc}
+				it.stop = context.AfterFunc(ctx, it.fire)
+				defer it.disarm()
+			}
+			qctx = context.Background()
+		} else {
+			var cancel context.CancelFunc
+			qctx, cancel = context.WithDeadline(ctx, deadline)
+			defer cancel()
+		}
+	}
+	direct, err = queryDirect(qctx, q, dest, query, args)
+	return direct, bySocket, err
+}
+
+// endedError classifies err, the error of a failed statement: ended reports
+// that ctx ended or the deadline passed. A deadline on the socket is
+// reported by the driver as a broken connection (mysql.ErrInvalidConn); so
+// when bySocket, the error says why, as the driver does for a ctx.
+func endedError(ctx context.Context, deadline time.Time, bySocket bool, err error) (ended bool, _ error) {
 	if cerr := ctx.Err(); cerr != nil {
 		if bySocket {
 			err = fmt.Errorf("%w: %w", cerr, err)

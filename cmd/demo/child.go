@@ -49,64 +49,87 @@ const progressEvery = 100 * time.Millisecond
 func childMain(rawSpec string, in io.Reader, out io.Writer) int {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-
-	var mu sync.Mutex
-	enc := json.NewEncoder(out)
-	send := func(m message) {
-		mu.Lock()
-		defer mu.Unlock()
-		_ = enc.Encode(m)
-	}
-	fail := func(err error) int {
-		send(message{Error: err.Error()})
-		return 1
-	}
+	p := &parentLink{enc: json.NewEncoder(out)}
 
 	var spec childSpec
 	if err := json.Unmarshal([]byte(rawSpec), &spec); err != nil {
-		return fail(fmt.Errorf("child: bad %s: %w", childEnv, err))
+		return p.fail(fmt.Errorf("child: bad %s: %w", childEnv, err))
 	}
 	f, err := openLocalFleet(ctx, spec.DSN, spec.First, spec.Count, spec.Config)
 	if err != nil {
-		return fail(err)
+		return p.fail(err)
 	}
 	defer f.close()
-	send(message{Ready: true})
+	p.send(message{Ready: true})
 
 	sc := bufio.NewScanner(in)
 	for sc.Scan() {
 		var c command
 		if err := json.Unmarshal(sc.Bytes(), &c); err != nil {
-			return fail(fmt.Errorf("child: bad command: %w", err))
+			return p.fail(fmt.Errorf("child: bad command: %w", err))
 		}
 		if len(c.Orders) != len(f.instances) {
-			return fail(fmt.Errorf("child: %d order counts for %d instances", len(c.Orders), len(f.instances)))
+			return p.fail(fmt.Errorf("child: %d order counts for %d instances", len(c.Orders), len(f.instances)))
 		}
-		var done atomic.Int64
-		stopProgress := make(chan struct{})
-		var wg sync.WaitGroup
-		wg.Go(func() {
-			t := time.NewTicker(progressEvery)
-			defer t.Stop()
-			for {
-				select {
-				case <-stopProgress:
-					return
-				case <-t.C:
-					if n := done.Load(); n > 0 {
-						send(message{Done: n})
-					}
-				}
-			}
-		})
-		t, err := f.run(ctx, c.Mode, c.Orders, &done)
-		close(stopProgress)
-		wg.Wait()
-		if err != nil {
-			return fail(err)
+		if err := p.round(ctx, f, c); err != nil {
+			return p.fail(err)
 		}
-		send(message{Done: done.Load()})
-		send(message{Tally: &t})
 	}
 	return 0
+}
+
+// parentLink is a child's stdout to the parent: one JSON message a line,
+// sent from the round and its progress reports alike.
+type parentLink struct {
+	mu  sync.Mutex // one message at a time
+	enc *json.Encoder
+}
+
+// send writes m as one line.
+func (p *parentLink) send(m message) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	_ = p.enc.Encode(m)
+}
+
+// fail tells the parent that the child cannot go on and returns the exit
+// status 1.
+func (p *parentLink) fail(err error) int {
+	p.send(message{Error: err.Error()})
+	return 1
+}
+
+// round runs the round c on the fleet, reporting the orders placed every
+// progressEvery while it runs, then their number and the round's tally.
+func (p *parentLink) round(ctx context.Context, f *localFleet, c command) error {
+	var done atomic.Int64
+	stopProgress := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Go(func() { p.reportProgress(&done, stopProgress) })
+	t, err := f.run(ctx, c.Mode, c.Orders, &done)
+	close(stopProgress)
+	wg.Wait()
+	if err != nil {
+		return err
+	}
+	p.send(message{Done: done.Load()})
+	p.send(message{Tally: &t})
+	return nil
+}
+
+// reportProgress sends done every progressEvery, once it is above 0, until
+// stop is closed.
+func (p *parentLink) reportProgress(done *atomic.Int64, stop <-chan struct{}) {
+	t := time.NewTicker(progressEvery)
+	defer t.Stop()
+	for {
+		select {
+		case <-stop:
+			return
+		case <-t.C:
+			if n := done.Load(); n > 0 {
+				p.send(message{Done: n})
+			}
+		}
+	}
 }

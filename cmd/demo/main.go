@@ -103,9 +103,28 @@ type options struct {
 	cfg       Config
 }
 
+// parseFlags parses the command line into options, with $MYSQL_DSN when
+// -dsn is empty; it returns flag.ErrHelp for -h.
 func parseFlags(args []string, stderr io.Writer) (options, error) {
 	o := options{cfg: DefaultConfig}
-	fs := flag.NewFlagSet("demo", flag.ContinueOnError)
+	fs, rounds := o.flagSet(stderr)
+	if err := fs.Parse(args); err != nil {
+		return o, err
+	}
+	if o.dsn == "" {
+		o.dsn = os.Getenv("MYSQL_DSN")
+	}
+	if fs.NArg() > 0 {
+		return o, fmt.Errorf("unexpected argument %q", fs.Arg(0))
+	}
+	err := o.settle(fs, *rounds, stderr)
+	return o, err
+}
+
+// flagSet returns the demo's flags, which parse into o, and the -rounds
+// flag's value.
+func (o *options) flagSet(stderr io.Writer) (fs *flag.FlagSet, rounds *string) {
+	fs = flag.NewFlagSet("demo", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	// The default is not shown by -h: it could hold a password.
 	fs.StringVar(&o.dsn, "dsn", "",
@@ -118,12 +137,17 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.DurationVar(&o.cfg.Think, "think", o.cfg.Think, "pause between reading the stock and writing it back")
 	fs.IntVar(&o.procs, "procs", 0, "run the instances in `K` child processes of this program (0: all in this process);\n"+
 		"without -instances, K instances, one per process")
-	rounds := fs.String("rounds", "nolock,do,dotx,sched",
+	rounds = fs.String("rounds", "nolock,do,dotx,sched",
 		"rounds to run, comma-separated: nolock, do, dotx, sched (a scheduled job on 3 instances, without and with\n"+
 			"schedlock; skipped on the embedded server, whose tables lose concurrent writes, unless named here)")
 	fs.StringVar(&o.cfg.Prefix, "table-prefix", o.cfg.Prefix, "prefix of the demo's table names and lock key (a-z, 0-9, _)")
-	fs.Usage = func() {
-		fmt.Fprint(fs.Output(), `Usage: demo [flags]
+	fs.Usage = func() { usage(fs) }
+	return fs, rounds
+}
+
+// usage prints -h: what the demo does, its flags and its exit statuses.
+func usage(fs *flag.FlagSet) {
+	fmt.Fprint(fs.Output(), `Usage: demo [flags]
 
 Sells the last units of a product from several application instances at
 once: without a lock (oversold, lost updates), then with namedlock.Do and
@@ -139,33 +163,29 @@ without the embedded server.
 
 Flags:
 `)
-		fs.PrintDefaults()
-		fmt.Fprint(fs.Output(), `
+	fs.PrintDefaults()
+	fmt.Fprint(fs.Output(), `
 Exit status: 0 every locked round exact; 1 a locked round oversold, lost an
 update or had failed orders; 2 bad flags; 3 the server cannot be reached or
 used; 130 interrupted.
 `)
-	}
-	if err := fs.Parse(args); err != nil {
-		return o, err
-	}
-	if o.dsn == "" {
-		o.dsn = os.Getenv("MYSQL_DSN")
-	}
-	if fs.NArg() > 0 {
-		return o, fmt.Errorf("unexpected argument %q", fs.Arg(0))
-	}
+}
+
+// settle completes o once fs has parsed: the rounds, whether -rounds was
+// given, -procs against -instances (saying on stderr when -procs raises
+// it), and the Config's checks.
+func (o *options) settle(fs *flag.FlagSet, rounds string, stderr io.Writer) error {
 	instancesSet := false
 	fs.Visit(func(f *flag.Flag) {
 		o.roundsSet = o.roundsSet || f.Name == "rounds"
 		instancesSet = instancesSet || f.Name == "instances"
 	})
 	var err error
-	if o.rounds, err = parseModes(*rounds); err != nil {
-		return o, err
+	if o.rounds, err = parseModes(rounds); err != nil {
+		return err
 	}
 	if o.procs < 0 {
-		return o, fmt.Errorf("-procs %d: must not be negative", o.procs)
+		return fmt.Errorf("-procs %d: must not be negative", o.procs)
 	}
 	if o.procs > 0 && !instancesSet {
 		o.cfg.Instances = o.procs // one instance per process, as deployments have
@@ -174,7 +194,7 @@ used; 130 interrupted.
 		fmt.Fprintf(stderr, "-procs %d is more than -instances %d: running %d instances, one per process\n", o.procs, o.cfg.Instances, o.procs)
 		o.cfg.Instances = o.procs
 	}
-	return o, o.cfg.validate()
+	return o.cfg.validate()
 }
 
 // run is the demo's command line; it returns the exit status.

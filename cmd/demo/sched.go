@@ -11,6 +11,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/jmoiron/sqlx"
+
 	"github.com/namedlock/mysql/schedlock"
 )
 
@@ -91,77 +93,121 @@ func (d *demo) schedTable() string { return d.cfg.Prefix + "shedlock" }
 func (d *demo) schedRound(ctx context.Context, dsn string, locked bool, done *atomic.Int64) (SchedResult, error) {
 	var providers []*schedlock.Provider
 	if locked {
-		for range schedInstances {
-			db, err := openPrimary(dsn, 1)
-			if err != nil {
-				return SchedResult{}, err
-			}
-			defer db.Close()
-			p, err := schedlock.New(db.DB, schedlock.WithTable(d.schedTable()))
-			if err != nil {
-				return SchedResult{}, err
-			}
-			providers = append(providers, p)
+		ps, closePools, err := d.schedProviders(ctx, dsn)
+		if err != nil {
+			return SchedResult{}, err
 		}
-		if err := providers[0].CreateTable(ctx); err != nil {
-			return SchedResult{}, fmt.Errorf("create the job lock table: %w", err)
-		}
-		if _, err := d.db.ExecContext(ctx, "DELETE FROM "+d.schedTable()); err != nil {
-			return SchedResult{}, fmt.Errorf("reset the job lock table: %w", err)
-		}
+		defer closePools()
+		providers = ps
 	}
-
-	runs := make([]atomic.Int64, schedTicks)
-	var mu sync.Mutex
-	var t tally
-	var slowest time.Duration
-	job := func(tick int) func(context.Context) error {
-		return func(ctx context.Context) error {
-			runs[tick].Add(1)
-			return sleep(ctx, schedJobTime)
-		}
-	}
+	s := &schedFirings{runs: make([]atomic.Int64, schedTicks)}
 	cfg := schedlock.Config{Name: d.schedJob(), LockAtMostFor: schedAtMost, LockAtLeastFor: schedAtLeast}
 	start := time.Now().Add(schedMaxLate) // every instance starts on the same clock
 	var wg sync.WaitGroup
 	for i := range schedInstances {
-		wg.Go(func() {
-			timer := time.NewTimer(0)
-			defer timer.Stop()
-			<-timer.C
-			for tick := range schedTicks {
-				late := rand.N(schedMaxLate)
-				tickStart := start.Add(time.Duration(tick) * schedPeriod)
-				timer.Reset(time.Until(tickStart.Add(late)))
-				select {
-				case <-ctx.Done():
-					return
-				case <-timer.C:
-				}
-				var err error
-				if locked {
-					_, err = providers[i].Run(ctx, cfg, job(tick))
-				} else {
-					err = job(tick)(ctx)
-				}
-				took := time.Since(tickStart)
-				mu.Lock()
-				t.record(err == nil, err)
-				slowest = max(slowest, took)
-				mu.Unlock()
-				done.Add(1)
+		fire := func(tick int) error {
+			if locked {
+				_, err := providers[i].Run(ctx, cfg, s.job(tick))
+				return err
 			}
-		})
+			return s.job(tick)(ctx)
+		}
+		wg.Go(func() { s.fireInstance(ctx, start, fire, done) })
 	}
 	wg.Wait()
 	if err := ctx.Err(); err != nil {
 		return SchedResult{}, err
 	}
-	r := SchedResult{Locked: locked, Failed: t.Failed, Errors: t.Errors, Elapsed: time.Since(start), Slowest: slowest}
-	for i := range runs {
-		r.Runs = append(r.Runs, int(runs[i].Load()))
+	return s.result(locked, start), nil
+}
+
+// schedProviders opens a pool of one connection and a Provider on it for
+// each instance, creates the lease table and empties it. closePools closes
+// the pools; on an error they are closed already.
+func (d *demo) schedProviders(ctx context.Context, dsn string) (providers []*schedlock.Provider, closePools func(), err error) {
+	var dbs []*sqlx.DB
+	closePools = func() {
+		for _, db := range dbs {
+			db.Close()
+		}
 	}
-	return r, nil
+	defer func() {
+		if err != nil {
+			closePools()
+		}
+	}()
+	for range schedInstances {
+		db, err := openPrimary(dsn, 1)
+		if err != nil {
+			return nil, nil, err
+		}
+		dbs = append(dbs, db)
+		p, err := schedlock.New(db.DB, schedlock.WithTable(d.schedTable()))
+		if err != nil {
+			return nil, nil, err
+		}
+		providers = append(providers, p)
+	}
+	if err := providers[0].CreateTable(ctx); err != nil {
+		return nil, nil, fmt.Errorf("create the job lock table: %w", err)
+	}
+	if _, err := d.db.ExecContext(ctx, "DELETE FROM "+d.schedTable()); err != nil {
+		return nil, nil, fmt.Errorf("reset the job lock table: %w", err)
+	}
+	return providers, closePools, nil
+}
+
+// schedFirings collects a round's firings from every instance.
+type schedFirings struct {
+	runs    []atomic.Int64 // job runs per tick
+	mu      sync.Mutex     // guards t and slowest
+	t       tally
+	slowest time.Duration
+}
+
+// job returns the job for tick: it counts a run of the tick and takes
+// schedJobTime.
+func (s *schedFirings) job(tick int) func(context.Context) error {
+	return func(ctx context.Context) error {
+		s.runs[tick].Add(1)
+		return sleep(ctx, schedJobTime)
+	}
+}
+
+// fireInstance is one instance's scheduler: it calls fire for each of
+// schedTicks ticks from start, each up to schedMaxLate late, and records
+// each firing's error and time since its tick's start. It stops early when
+// ctx ends.
+func (s *schedFirings) fireInstance(ctx context.Context, start time.Time, fire func(tick int) error, done *atomic.Int64) {
+	timer := time.NewTimer(0)
+	defer timer.Stop()
+	<-timer.C
+	for tick := range schedTicks {
+		late := rand.N(schedMaxLate)
+		tickStart := start.Add(time.Duration(tick) * schedPeriod)
+		timer.Reset(time.Until(tickStart.Add(late)))
+		select {
+		case <-ctx.Done():
+			return
+		case <-timer.C:
+		}
+		err := fire(tick)
+		took := time.Since(tickStart)
+		s.mu.Lock()
+		s.t.record(err == nil, err)
+		s.slowest = max(s.slowest, took)
+		s.mu.Unlock()
+		done.Add(1)
+	}
+}
+
+// result is the round's SchedResult, once every instance has returned.
+func (s *schedFirings) result(locked bool, start time.Time) SchedResult {
+	r := SchedResult{Locked: locked, Failed: s.t.Failed, Errors: s.t.Errors, Elapsed: time.Since(start), Slowest: s.slowest}
+	for i := range s.runs {
+		r.Runs = append(r.Runs, int(s.runs[i].Load()))
+	}
+	return r
 }
 
 // dropSched removes the job lock table.

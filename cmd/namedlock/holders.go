@@ -46,7 +46,12 @@ func runHolders(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	if !*kill {
 		return exitOK
 	}
+	return killHolders(s, hs, *yes, stdout)
+}
 
+// killHolders is -kill: it names the sessions that hold one of the keys and,
+// with yes, ends them; it returns the exit status.
+func killHolders(s *server, hs []holders.Holder, yes bool, stdout io.Writer) int {
 	var targets []holders.Holder
 	for _, h := range hs {
 		if h.Held && h.ConnectionID != 0 {
@@ -58,14 +63,14 @@ func runHolders(ctx context.Context, args []string, stdout, stderr io.Writer) in
 		return exitNotDone
 	}
 	fmt.Fprintln(stdout)
-	if !*yes {
+	if !yes {
 		for _, h := range targets {
 			fmt.Fprintf(stdout, "would kill connection %d (%s), holder of %s\n", h.ConnectionID, who(h), h.Name)
 		}
 		fmt.Fprintln(stdout, "nothing killed: run again with -kill -yes to end these sessions (and every lock each of them holds)")
 		return exitNotDone
 	}
-	status = exitOK
+	status := exitOK
 	for _, h := range targets {
 		if err := holders.Kill(s.ctx, s.db, h); err != nil {
 			fmt.Fprintf(stdout, "not killed: connection %d (%s): %s\n", h.ConnectionID, who(h), dsnparse.Redact(err.Error(), s.passwd))

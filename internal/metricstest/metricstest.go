@@ -2,10 +2,6 @@ package metricstest
 
 import (
 	"context"
-	"database/sql"
-	"errors"
-	"fmt"
-	"sync"
 	"testing"
 	"time"
 
@@ -52,121 +48,34 @@ func Drive(t *testing.T, observe func(namedlock.Event), watch func(*namedlock.Lo
 	srv := testdb.RequireReal(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	t.Cleanup(cancel)
-	admin := testdb.OpenDB(t, srv.DSN)
-	app := testdb.OpenDB(t, srv.DSN+sep(srv.DSN)+"innodb_lock_wait_timeout=1")
-	prefix := testdb.UniqueName(t)
-	table := "nl_fence_" + sanitize(prefix)
-	if err := namedlock.CreateFenceTable(ctx, app, table); err != nil {
+	d := &driver{
+		t:      t,
+		ctx:    ctx,
+		admin:  testdb.OpenDB(t, srv.DSN),
+		app:    testdb.OpenDB(t, srv.DSN+sep(srv.DSN)+"innodb_lock_wait_timeout=1"),
+		prefix: testdb.UniqueName(t),
+	}
+	d.table = "nl_fence_" + sanitize(d.prefix)
+	if err := namedlock.CreateFenceTable(ctx, d.app, d.table); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _, _ = admin.ExecContext(context.Background(), "DROP TABLE IF EXISTS "+table) })
+	t.Cleanup(func() { _, _ = d.admin.ExecContext(context.Background(), "DROP TABLE IF EXISTS "+d.table) })
 
-	r := &Run{
+	d.r = &Run{
 		Plain:  locker(t, srv.DSN, namedlock.WithObserver(observe), namedlock.WithKeepAlive(100*time.Millisecond)),
-		Fenced: locker(t, srv.DSN, namedlock.WithObserver(observe), namedlock.WithFencing(app, table)),
+		Fenced: locker(t, srv.DSN, namedlock.WithObserver(observe), namedlock.WithFencing(d.app, d.table)),
 		Other:  locker(t, srv.DSN),
-		Prefix: prefix,
+		Prefix: d.prefix,
 	}
-	watch(r.Plain)
-	watch(r.Fenced)
-	key := func(id string) string {
-		k := keyfmt.Key(prefix, id)
-		r.Keys = append(r.Keys, k)
-		return k
-	}
+	watch(d.r.Plain)
+	watch(d.r.Fenced)
 
-	// Server acquisitions and handoffs: goroutines of one Locker on one key.
-	hot := key("hot")
-	var wg sync.WaitGroup
-	for range 4 {
-		wg.Go(func() {
-			for range 5 {
-				if err := r.Plain.Do(ctx, hot, func(context.Context) error { time.Sleep(2 * time.Millisecond); return nil }); err != nil {
-					t.Errorf("Do %s: %v", hot, err)
-				}
-			}
-		})
-	}
-	wg.Wait()
-
-	// Not acquired: tries on a key the other instance holds, and a wait
-	// that ends with its ctx (its server session is killed: a cancelled wait).
-	held := key("held")
-	k, err := r.Other.Acquire(ctx, held)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for range 3 {
-		if ran, err := r.Plain.TryDo(ctx, held, func(context.Context) error { return nil }); ran || err != nil {
-			t.Errorf("TryDo on a held key = %v, %v; want false, nil", ran, err)
-		}
-	}
-	// Cancelled, not timed out: MariaDB would end a wait with a deadline
-	// itself, with no session to kill.
-	wctx, wcancel := context.WithCancel(ctx)
-	timer := time.AfterFunc(100*time.Millisecond, wcancel)
-	err = r.Plain.Do(wctx, held, func(context.Context) error { return nil })
-	timer.Stop()
-	wcancel()
-	if !errors.Is(err, namedlock.ErrNotAcquired) || !errors.Is(err, context.Canceled) {
-		t.Errorf("Do cancelled while it waits for a held key = %v, want ErrNotAcquired and context.Canceled", err)
-	}
-	if err := k.Release(ctx); err != nil {
-		t.Fatal(err)
-	}
-
-	// Lost: the holder's session is killed while fn runs.
-	lost := key("lost")
-	err = r.Plain.Do(ctx, lost, func(fctx context.Context) error {
-		id, err := testdb.HolderOf(ctx, admin, keyfmt.Portable(lost))
-		if err != nil {
-			return err
-		}
-		if _, err := admin.ExecContext(ctx, fmt.Sprintf("KILL CONNECTION %d", id)); err != nil {
-			return err
-		}
-		select {
-		case <-fctx.Done():
-			return nil
-		case <-time.After(5 * time.Second):
-			return errors.New("metricstest: loss not detected within 5 s of the KILL")
-		}
-	})
-	if !errors.Is(err, namedlock.ErrLockLost) {
-		t.Errorf("Do whose session was killed = %v, want ErrLockLost", err)
-	}
-
-	// Fenced: commits, a rollback, and a fence-wait timeout behind a stale
-	// transaction that holds the key's fence row.
-	fenced := key("fenced")
-	nothing := func(context.Context, *sql.Tx) error { return nil }
-	for range 3 {
-		if err := r.Fenced.DoTx(ctx, fenced, app, nil, nothing); err != nil {
-			t.Errorf("fenced DoTx: %v", err)
-		}
-	}
-	boom := errors.New("boom")
-	if err := r.Fenced.DoTx(ctx, fenced, app, nil, func(context.Context, *sql.Tx) error { return boom }); !errors.Is(err, boom) {
-		t.Errorf("fenced DoTx = %v, want fn's error", err)
-	}
-	stale, err := app.BeginTx(ctx, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := stale.ExecContext(ctx, "UPDATE "+table+" SET token = token + 1 WHERE name = ?", keyfmt.Portable(fenced)); err != nil {
-		t.Fatal(err)
-	}
-	if err := r.Fenced.DoTx(ctx, fenced, app, nil, nothing); !errors.Is(err, namedlock.ErrFenceWait) {
-		t.Errorf("fenced DoTx behind a stale transaction = %v, want ErrFenceWait", err)
-	}
-	_ = stale.Rollback()
-
-	st := r.Stats()
-	if st.Handoffs == 0 || st.ServerAcquisitions == 0 || st.NotAcquired != 4 || st.CancelledWaits != 1 || st.Lost != 1 ||
-		st.FencedCommits != 3 || st.FenceWaitTimeouts != 1 || st.Held != 0 || st.Waiting != 0 {
-		t.Fatalf("metricstest: the run did not show every outcome once as planned: %+v", st)
-	}
-	return r
+	d.handoffs()
+	d.notAcquired()
+	d.lost()
+	d.fenced()
+	d.checkOutcomes()
+	return d.r
 }
 
 // WhileWaiting runs f while a caller of r.Plain waits for a key that r.Other

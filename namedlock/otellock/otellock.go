@@ -125,10 +125,37 @@ type Observer struct {
 // matching [ErrInvalidOption] when an option is out of range, or the
 // meter's error when an instrument cannot be created.
 func New(opts ...Option) (*Observer, error) {
+	cfg, err := newConfig(opts)
+	if err != nil {
+		return nil, err
+	}
+	m := cfg.mp.Meter(ScopeName)
+	o := &Observer{prefix: cfg.prefix, tracer: cfg.tp.Tracer(ScopeName)}
+	mk := &maker{m: m, buckets: cfg.buckets}
+	o.waitDuration = mk.hist("namedlock.wait.duration", "Time spent acquiring a named lock.")
+	o.holdDuration = mk.hist("namedlock.hold.duration", "Time a named lock was held.")
+	o.fenceWaitDuration = mk.hist("namedlock.fence.wait.duration", "Time a fenced DoTx's first statement waited for the key's fence row.")
+	si := newStatsInstruments(mk)
+	if err := errors.Join(mk.errs...); err != nil {
+		return nil, err
+	}
+	o.reg, err = m.RegisterCallback(func(_ context.Context, ob metric.Observer) error {
+		si.observe(ob, o.watched.Stats())
+		return nil
+	}, si.all()...)
+	if err != nil {
+		return nil, err
+	}
+	return o, nil
+}
+
+// newConfig applies opts to the defaults: DefaultBuckets, and the global
+// MeterProvider and TracerProvider unless an option gives one.
+func newConfig(opts []Option) (config, error) {
 	cfg := config{buckets: DefaultBuckets}
 	for _, opt := range opts {
 		if err := opt(&cfg); err != nil {
-			return nil, err
+			return config{}, err
 		}
 	}
 	if cfg.mp == nil {
@@ -137,60 +164,7 @@ func New(opts ...Option) (*Observer, error) {
 	if cfg.tp == nil {
 		cfg.tp = otel.GetTracerProvider()
 	}
-	m := cfg.mp.Meter(ScopeName)
-	o := &Observer{prefix: cfg.prefix, tracer: cfg.tp.Tracer(ScopeName)}
-	var errs []error
-	hist := func(name, desc string) metric.Float64Histogram {
-		h, err := m.Float64Histogram(name, metric.WithUnit("s"), metric.WithDescription(desc), metric.WithExplicitBucketBoundaries(cfg.buckets...))
-		errs = append(errs, err)
-		return h
-	}
-	o.waitDuration = hist("namedlock.wait.duration", "Time spent acquiring a named lock.")
-	o.holdDuration = hist("namedlock.hold.duration", "Time a named lock was held.")
-	o.fenceWaitDuration = hist("namedlock.fence.wait.duration", "Time a fenced DoTx's first statement waited for the key's fence row.")
-	gauge := func(name, unit, desc string) metric.Int64ObservableUpDownCounter {
-		g, err := m.Int64ObservableUpDownCounter(name, metric.WithUnit(unit), metric.WithDescription(desc))
-		errs = append(errs, err)
-		return g
-	}
-	counter := func(name, unit, desc string) metric.Int64ObservableCounter {
-		c, err := m.Int64ObservableCounter(name, metric.WithUnit(unit), metric.WithDescription(desc))
-		errs = append(errs, err)
-		return c
-	}
-	held := gauge("namedlock.locks.held", "{lock}", "Named locks held now by callers of the Lockers.")
-	waiting := gauge("namedlock.waiters", "{caller}", "Callers waiting now for a named lock, queued locally or at the server.")
-	queued := gauge("namedlock.waiters.queued", "{caller}", "Callers waiting now, queued locally behind another caller of the same key.")
-	acquisitions := counter("namedlock.acquisitions", "{acquisition}", "Acquisitions of named locks, by outcome: server, handoff, not_acquired.")
-	cancelled := counter("namedlock.waits.cancelled", "{wait}", "Server waits ended because their ctx ended (their session was killed).")
-	lost := counter("namedlock.locks.lost", "{lock}", "Held named locks found lost.")
-	commits := counter("namedlock.fence.commits", "{transaction}", "Fenced DoTx transactions committed.")
-	timeouts := counter("namedlock.fence.wait_timeouts", "{transaction}", "Fenced DoTx that gave up waiting for the fence row.")
-	if err := errors.Join(errs...); err != nil {
-		return nil, err
-	}
-	server := metric.WithAttributeSet(attribute.NewSet(OutcomeKey.String("server")))
-	handoff := metric.WithAttributeSet(attribute.NewSet(OutcomeKey.String("handoff")))
-	notAcquired := metric.WithAttributeSet(attribute.NewSet(OutcomeKey.String("not_acquired")))
-	reg, err := m.RegisterCallback(func(_ context.Context, ob metric.Observer) error {
-		st := o.watched.Stats()
-		ob.ObserveInt64(held, int64(st.Held))
-		ob.ObserveInt64(waiting, int64(st.Waiting))
-		ob.ObserveInt64(queued, int64(st.Queued))
-		ob.ObserveInt64(acquisitions, st.ServerAcquisitions, server)
-		ob.ObserveInt64(acquisitions, st.Handoffs, handoff)
-		ob.ObserveInt64(acquisitions, st.NotAcquired, notAcquired)
-		ob.ObserveInt64(cancelled, st.CancelledWaits)
-		ob.ObserveInt64(lost, st.Lost)
-		ob.ObserveInt64(commits, st.FencedCommits)
-		ob.ObserveInt64(timeouts, st.FenceWaitTimeouts)
-		return nil
-	}, held, waiting, queued, acquisitions, cancelled, lost, commits, timeouts)
-	if err != nil {
-		return nil, err
-	}
-	o.reg = reg
-	return o, nil
+	return cfg, nil
 }
 
 // Watch adds l to the Lockers whose Stats the Observer reports, summed;
