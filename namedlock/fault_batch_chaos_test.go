@@ -47,6 +47,7 @@ func runBatchChaos(t *testing.T, srv *testdb.Server, form string) {
 		instances = 4
 		workers   = 8
 		runFor    = 4 * time.Second
+		maxRun    = 30 * time.Second
 		keepAlive = 100 * time.Millisecond
 	)
 	adm := faultAdmin(t, srv.DSN)
@@ -140,7 +141,7 @@ func runBatchChaos(t *testing.T, srv *testdb.Server, form string) {
 			}
 			kctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 			if n%2 == 0 {
-				if id, err := faultHolder(kctx, adm, keyfmt.Portable(key)); err == nil && id != 0 && faultKill(kctx, adm, id) == nil {
+				if faultKillHolder(kctx, adm, keyfmt.Portable(key), 25*time.Millisecond) {
 					lockKills.Add(1)
 				}
 			} else if id := bizConn.Load(); id != 0 && faultKill(kctx, adm, id) == nil {
@@ -157,13 +158,22 @@ func runBatchChaos(t *testing.T, srv *testdb.Server, form string) {
 		unknownReqs                      = map[int64]bool{}
 		errCounts                        = map[string]int{}
 	)
-	deadline := time.Now().Add(runFor)
+	// The run lasts runFor, and longer (up to maxRun) until every kind of
+	// fault below has happened at least once: the test is void otherwise.
+	start := time.Now()
+	happened := func() bool {
+		return lockKills.Load() > 0 && bizKills.Load() > 0 && failures.Load() > 0 && panics.Load() > 0
+	}
+	running := func() bool {
+		ran := time.Since(start)
+		return ran < runFor || ran < maxRun && !happened()
+	}
 	var wg sync.WaitGroup
 	for i := range insts {
 		in := insts[i]
 		for range workers {
 			wg.Go(func() {
-				for time.Now().Before(deadline) {
+				for running() {
 					req := seq.Add(1)
 					calls.Add(1)
 					cctx, cancel := context.WithCancel(ctx)
@@ -271,7 +281,7 @@ func runBatchChaos(t *testing.T, srv *testdb.Server, form string) {
 	}
 	_ = rows.Close()
 	t.Logf("%s, 4 instances x 8 goroutines, %v: %d calls, %d returned nil, %d committed, counter %d, %d KILLs of the lock session, %d of the application connection; %d failed, %d panicked, %d ctx ended mid-section; %d commits unknown",
-		form, runFor, calls.Load(), returnedNil.Load(), committed, counter, lockKills.Load(), bizKills.Load(), failures.Load(), panics.Load(), midCancels.Load(), unknown.Load())
+		form, time.Since(start).Round(time.Millisecond), calls.Load(), returnedNil.Load(), committed, counter, lockKills.Load(), bizKills.Load(), failures.Load(), panics.Load(), midCancels.Load(), unknown.Load())
 	t.Logf("errors by kind: %v", errCounts)
 	if lockKills.Load() == 0 || bizKills.Load() == 0 || committed == 0 || failures.Load() == 0 || panics.Load() == 0 {
 		t.Fatalf("the chaos did not happen: %d lock KILLs, %d application KILLs, %d committed, %d failures, %d panics",

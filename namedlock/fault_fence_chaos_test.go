@@ -138,6 +138,7 @@ func runFenceChaos(t *testing.T, srv *testdb.Server, mode chaosMode) fenceChaos 
 		instances = 4
 		workers   = 8
 		runFor    = 4 * time.Second
+		maxRun    = 30 * time.Second
 		keepAlive = 100 * time.Millisecond
 	)
 	fenced := mode == chaosFenced
@@ -201,7 +202,7 @@ func runFenceChaos(t *testing.T, srv *testdb.Server, mode chaosMode) fenceChaos 
 			case <-tick.C:
 			}
 			kctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-			if id, err := faultHolder(kctx, adm, keyfmt.Portable(key)); err == nil && id != 0 && faultKill(kctx, adm, id) == nil {
+			if faultKillHolder(kctx, adm, keyfmt.Portable(key), 25*time.Millisecond) {
 				kills.Add(1)
 			}
 			cancel()
@@ -216,13 +217,19 @@ func runFenceChaos(t *testing.T, srv *testdb.Server, mode chaosMode) fenceChaos 
 		unknownSecs         = map[int64]bool{}
 		wg                  sync.WaitGroup
 	)
-	deadline := time.Now().Add(runFor)
+	// The run lasts runFor, and longer (up to maxRun) until a lock session
+	// was KILLed and a zombie ran: the run is void otherwise.
+	start := time.Now()
+	running := func() bool {
+		ran := time.Since(start)
+		return ran < runFor || ran < maxRun && (kills.Load() == 0 || zombies.Load() == 0)
+	}
 	for i := range instances {
 		for w := range workers {
 			wg.Go(func() {
 				rng := rand.New(rand.NewPCG(uint64(i), uint64(w)))
 				in := insts[i]
-				for time.Now().Before(deadline) {
+				for running() {
 					sec := seq.Add(1)
 					zombie := rng.IntN(100) < 15
 					pause := time.Duration(1+rng.IntN(4)) * time.Millisecond

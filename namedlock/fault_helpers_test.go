@@ -79,6 +79,24 @@ func faultHolder(ctx context.Context, db *sql.DB, name string) (int64, error) {
 	return testdb.HolderOf(ctx, db, name)
 }
 
+// faultKillHolder KILLs the session holding name, looking for one
+// (faultHolder) every few milliseconds for up to within, and reports
+// whether it KILLed one. On TiDB a lock that goes from instance to instance
+// through the server stays free there for a while between two holders, so a
+// single look per chaos tick can miss every holder of a whole run.
+func faultKillHolder(ctx context.Context, db *sql.DB, name string, within time.Duration) bool {
+	end := time.Now().Add(within)
+	for {
+		if id, err := faultHolder(ctx, db, name); err == nil && id != 0 {
+			return faultKill(ctx, db, id) == nil
+		}
+		if ctx.Err() != nil || !time.Now().Before(end) {
+			return false
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+}
+
 // faultWaiters returns the ids of server sessions waiting in GET_LOCK
 // (flavor.IsLockWait: MariaDB state "User lock", MySQL "Waiting for user
 // level lock", TiDB a running GET_LOCK statement) for a name
