@@ -487,61 +487,6 @@ func (l *Locker) stmtDoneLocked() {
 	}
 }
 
-// toServerLocked gives s, q's server lock, back to the server: once no
-// COMMIT that s was handed ahead of is in flight (q keeps s meanwhile, so
-// the keep-alive goes on checking it and a loss is found), it runs
-// RELEASE_LOCK, bounded by timeout (0: by ctx alone), then lets q's next
-// waiter go to the server, or removes q. k, if not nil, is the holder that
-// let go: a loss the release finds is recorded on it. Lock.release and
-// Close both give a lock back this way. l.mu held; returns with it
-// released.
-func (l *Locker) toServerLocked(ctx context.Context, q *queue, s *session, timeout time.Duration, k *Lock) error {
-	l.awaitCommitsLocked(s)
-	// The queue stays busy (no holder) until advance, so no local caller
-	// goes to the server meanwhile.
-	q.detach()
-	l.stmts++
-	l.mu.Unlock()
-	err := s.release(ctx, timeout)
-	proved := s.provedTime()
-	l.mu.Lock()
-	var evs []Event
-	if isLost(err) {
-		s.lost = true // a COMMIT of an early handoff returning now is counted
-		evs = l.lostCommitsLocked(s, proved, err)
-	} else {
-		s.earlyCommits = nil // held until its release: after their COMMITs
-	}
-	defer func() {
-		for _, ev := range evs {
-			l.observe(ev)
-		}
-	}()
-	if k != nil && isLost(err) && k.state != stateLost {
-		// Found lost by the release itself: Err and later Releases say so.
-		k.state, k.err = stateLost, forKey(k.key, err)
-		l.stats.lost.Add(1)
-	}
-	l.stmtDoneLocked()
-	l.advanceLocked(q)
-	l.mu.Unlock()
-	return err
-}
-
-// awaitCommitsLocked waits until no COMMIT that s was handed ahead of
-// (Lock.handOffEarly) is in flight: only then may s's lock go anywhere but
-// to an early waiter. It is not bounded by any ctx: each of those COMMITs
-// is bounded only by its own connection, and the lock must not go before
-// it has returned. l.mu held; released while it waits.
-func (l *Locker) awaitCommitsLocked(s *session) {
-	for s.commits > 0 {
-		ch := s.commitsDone
-		l.mu.Unlock()
-		<-ch
-		l.mu.Lock()
-	}
-}
-
 // held returns the sessions held now (or lingering, or waiting to be given
 // back: toServerLocked) and not known lost: what the keep-alive checks.
 func (l *Locker) held() []*session {
