@@ -21,12 +21,17 @@ const (
 // connection passed to the next local caller); losing that connection loses
 // the lock, and the holder is told through [Lock.Done] and [Lock.Err].
 type Lock struct {
+	// Set when made, never changed. Who guards the rest of one lock's
+	// state (this Lock, its queue, its session): the map in release.go.
 	l        *Locker
 	q        *queue
 	sess     *session
 	key      string
 	acquired time.Time
-	token    atomic.Uint64 // the fencing token; 0 without fencing
+
+	// The fencing token (0 without fencing), read without a lock: set
+	// when made, or by a mint that follows (acquire, DoTx, a DoBatch group).
+	token atomic.Uint64
 
 	// Guarded by l.mu.
 	state  lockState
@@ -221,10 +226,10 @@ func (k *Lock) beginCommit() (ended func(), err error) {
 	if k.state != stateHeld {
 		return nil, k.err
 	}
-	s.commitBegun()
+	s.commitBegunLocked()
 	return func() {
 		l.mu.Lock()
-		s.commitEnded()
+		s.commitEndedLocked()
 		l.mu.Unlock()
 	}, nil
 }

@@ -27,11 +27,13 @@ type Locker struct {
 	cfg  config
 	pool *sql.DB // the lock pool; nil on a fake backend
 
-	// mu guards queues and closed, the fields of every queue, the state of
-	// every Lock, and the fields of every session marked as guarded by
-	// Locker.mu. Lock order: mu, then keeper.mu; mu is never held together
-	// with a session's turn or pmu (no statement runs under mu), and the
-	// backend's own locks are never taken under mu.
+	// mu guards queues, closed, closeDone, stmts and drained, the fields
+	// of every queue, the state of every Lock, and the fields of every
+	// session marked as guarded by Locker.mu (the map in release.go). Lock
+	// order: mu, then keeper.mu; mu is never held together with a
+	// session's turn or pmu (no statement runs under mu), and the
+	// backend's own locks are never taken under mu. The release path's
+	// rule for it is in release.go.
 	mu     sync.Mutex
 	queues map[string]*queue // by server lock name
 	closed bool
@@ -258,9 +260,9 @@ func (l *Locker) acquire(ctx context.Context, key string, try, mint bool, e earl
 
 // mintFor gives k, just taken from the server, its token: it mints, in one
 // autocommit statement on the fence's database, a block of tokens, one for
-// k and one for each holder the session may be handed to
-// (WithHandoff's count), so that a handoff takes its token from the block
-// without a statement (newLock). Tokens stay strictly increasing across
+// k and one for each holder the session may be handed to (WithHandoff's
+// count), so that a handoff takes its token from the block without a
+// statement (newHolderLocked). Tokens stay strictly increasing across
 // holders: a block is minted above every token minted before it, and the
 // holders of one session take its block in order. If the mint fails, k is
 // given back and the error matches ErrNotAcquired.
@@ -337,7 +339,7 @@ func (l *Locker) take(ctx context.Context, key, name string, try bool, e early, 
 		return k, false, err
 	}
 	if q.linger != nil && q.mayHandOff(&l.cfg, l.closed) {
-		k := l.newLock(q, q.sess, key)
+		k := l.newHolderLocked(q, q.sess, key)
 		q.takeLinger(k)
 		l.mu.Unlock()
 		return k, true, nil
@@ -434,24 +436,24 @@ func (l *Locker) takeAtServer(ctx context.Context, q *queue, key string, try boo
 		return nil, err
 	}
 	s.acquiredAt = time.Now()
-	k := l.newLock(q, s, key)
+	k := l.newHolderLocked(q, s, key)
 	q.hold(k, s)
 	l.keeper.start(s)
 	l.mu.Unlock()
 	return k, nil
 }
 
-// newLock returns a held Lock on s for key, with the next token of s's
-// block when fencing (0 for a server acquisition: acquire mints), and
+// newHolderLocked returns a held Lock on s for key, with the next token of
+// s's block when fencing (0 for a server acquisition: acquire mints), and
 // counts it held: every caller installs it as q's holder in the same
 // critical section, and Close and the release (freeLocked) count it down
 // under l.mu too, so Stats.Held never counts a holder twice or one that
 // is gone. l.mu held.
-func (l *Locker) newLock(q *queue, s *session, key string) *Lock {
+func (l *Locker) newHolderLocked(q *queue, s *session, key string) *Lock {
 	l.stats.held.Add(1)
 	k := &Lock{l: l, q: q, sess: s, key: key, acquired: time.Now()}
 	if l.cfg.fence != nil {
-		k.token.Store(s.nextToken())
+		k.token.Store(s.nextTokenLocked())
 	}
 	return k
 }
@@ -636,7 +638,9 @@ func (l *Locker) Close() error {
 	for i, h := range give {
 		wg.Go(func() {
 			l.mu.Lock()
-			errs[i] = forKey(h.key, l.toServerLocked(context.Background(), h.q, h.s, l.cfg.releaseTimeout, nil))
+			l.toServerLocked(h.q, h.s)
+			l.mu.Unlock()
+			errs[i] = forKey(h.key, l.releaseAtServer(context.Background(), h.q, h.s, l.cfg.releaseTimeout, nil))
 		})
 	}
 	wg.Wait()
