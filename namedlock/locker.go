@@ -291,68 +291,96 @@ func (l *Locker) take(ctx context.Context, key, name string, try bool, e early, 
 		return nil, false, notAcquired(ctx, key, nil)
 	}
 	l.mu.Lock()
-	if l.closed {
-		l.mu.Unlock()
-		return nil, false, ErrClosed
-	}
-	q := l.queues[name]
-	unit := false // the caller has the unit of a new queue
-	if r := reservationOf(ctx); r != nil {
-		unit = r.arriveLocked(name, q)
-	}
-	if q == nil && !unit && !l.takeUnitLocked() {
+	a := l.arriveLocked(ctx, key, name, try, e, atHead != nil, false)
+	l.mu.Unlock()
+	if a.needUnit {
 		// No connection of the pool is free for a new queue: wait for
 		// one outside any queue (budget.go), then look again.
-		l.mu.Unlock()
 		if err := l.waitUnit(ctx, key); err != nil {
 			return nil, false, err
 		}
 		l.mu.Lock()
-		if l.closed {
-			l.mu.Unlock()
+		a = l.arriveLocked(ctx, key, name, try, e, atHead != nil, true)
+		l.mu.Unlock()
+	}
+	switch {
+	case a.err != nil:
+		return nil, false, a.err
+	case a.k != nil:
+		return a.k, true, nil
+	case a.w != nil:
+		return l.awaitTurn(ctx, a.q, a.w, key, atHead)
+	}
+	if atHead != nil {
+		atHead()
+	}
+	k, err := l.takeAtServer(ctx, a.q, key, try)
+	return k, false, err
+}
+
+// arrival is where a caller arriving for a name stands, as
+// Locker.arriveLocked found it.
+type arrival struct {
+	q        *queue  // the name's queue: the caller is its head, unless w is set
+	w        *waiter // the caller, queued in q behind its busy party
+	k        *Lock   // a lingering lock the caller took over
+	needUnit bool    // no queue, and no unit free for one: wait for a unit
+	err      error
+}
+
+// arriveLocked finds where a caller of take arriving for name stands and
+// puts it there: the head of a new queue, or of one kept idle for it; the
+// holder of a lingering lock it takes over; or queued behind the busy
+// party (a try gets heldElsewhere instead). A new queue needs a unit of
+// the pool's connections: the caller's reservation's, or one free now;
+// with neither, it reports needUnit. unit: the caller waited for a unit
+// and has it (reservation already settled); it serves a new queue or goes
+// back. l.mu held.
+func (l *Locker) arriveLocked(ctx context.Context, key, name string, try bool, e early, wantHead, unit bool) arrival {
+	if l.closed {
+		if unit {
 			l.budget.give(1)
-			return nil, false, ErrClosed
 		}
-		if q = l.queues[name]; q != nil {
-			l.budget.give(1) // someone made the queue meanwhile: its unit serves
+		return arrival{err: ErrClosed}
+	}
+	q := l.queues[name]
+	switch {
+	case unit && q != nil:
+		l.budget.give(1) // someone made the queue meanwhile: its unit serves
+	case !unit:
+		if r := reservationOf(ctx); r != nil {
+			unit = r.arriveLocked(name, q)
+		}
+		if q == nil && !unit && !l.takeUnitLocked() {
+			return arrival{needUnit: true}
 		}
 	}
-	if q == nil {
+	switch {
+	case q == nil:
 		q = &queue{name: name}
 		l.queues[name] = q
-		l.mu.Unlock()
-		if atHead != nil {
-			atHead()
-		}
-		k, err := l.takeAtServer(ctx, q, key, try)
-		return k, false, err
-	}
-	if q.idle {
+	case q.idle:
 		// Kept, with its unit, for the DoMultis that claimed it: this
 		// caller is its head now.
 		q.idle = false
-		l.mu.Unlock()
-		if atHead != nil {
-			atHead()
-		}
-		k, err := l.takeAtServer(ctx, q, key, try)
-		return k, false, err
-	}
-	if q.linger != nil && q.mayHandOff(&l.cfg, l.closed) {
+	case q.linger != nil && q.mayHandOff(&l.cfg, l.closed):
 		k := l.newHolderLocked(q, q.sess, key)
 		q.takeLinger(k)
-		l.mu.Unlock()
-		return k, true, nil
+		return arrival{k: k}
+	case try:
+		return arrival{err: heldElsewhere(key, true)}
+	default:
+		return arrival{q: q, w: q.push(key, e, wantHead)}
 	}
-	if try {
-		l.mu.Unlock()
-		return nil, false, heldElsewhere(key, true)
-	}
-	w := q.push(key, e, atHead != nil)
-	l.mu.Unlock()
+	return arrival{q: q}
+}
 
+// awaitTurn waits, queued in q as w, for what the party before it passes
+// on: its lock (a handoff), the turn to take the lock at the server, or an
+// error (Close); or for ctx to end, which takes w out of q. atHead, if not
+// nil, runs once w is first in line.
+func (l *Locker) awaitTurn(ctx context.Context, q *queue, w *waiter, key string, atHead func()) (*Lock, bool, error) {
 	head := w.head // nil unless atHead is set; set to nil once told
-wait:
 	for {
 		select {
 		case g := <-w.ch:
@@ -368,15 +396,22 @@ wait:
 			head = nil
 			atHead()
 		case <-ctx.Done():
-			break wait
+			l.leaveQueue(q, w)
+			return nil, false, notAcquired(ctx, key, nil)
 		}
 	}
+}
+
+// leaveQueue takes w, whose ctx ended, out of q. When w was popped meanwhile,
+// what it was passed is given back: a lock is released, the turn to go to
+// the server passes on.
+func (l *Locker) leaveQueue(q *queue, w *waiter) {
 	l.mu.Lock()
-	if q.remove(w) {
-		l.mu.Unlock()
-		return nil, false, notAcquired(ctx, key, nil)
-	}
+	removed := q.remove(w)
 	l.mu.Unlock()
+	if removed {
+		return
+	}
 	// Popped concurrently: the grant is in the channel. Give it back.
 	g := <-w.ch
 	switch {
@@ -387,7 +422,6 @@ wait:
 		l.advanceLocked(q)
 		l.mu.Unlock()
 	}
-	return nil, false, notAcquired(ctx, key, nil)
 }
 
 // takeAtServer is run by the head of q: it takes the server lock on a
@@ -595,55 +629,25 @@ func (l *Locker) Close() error {
 	l.closed = true
 	l.closeDone = make(chan struct{})
 	defer close(l.closeDone)
-	type owned struct {
-		q   *queue
-		s   *session
-		key string // the key of the session's holder (its name if none)
-	}
-	var give []owned
-	var taken []Event // the holds Close ends, for the observer
-	for name, q := range l.queues {
-		q.fail(ErrClosed)
-		key := name
-		if h := q.holder; h != nil {
-			key = h.key
-			if l.cfg.observer != nil && h.state == stateHeld { // a lost one was reported
-				taken = append(taken, h.holdEventLocked(Released, time.Since(h.acquired), ErrClosed))
-			}
-			h.endLocked(stateClosed, ErrClosed)
-			h.freed = true
-			l.stats.held.Add(-1)
-		}
-		if s := q.sess; s != nil {
-			// Close gives it back (toServerLocked); q keeps it until then.
-			q.holder, q.linger = nil, nil
-			give = append(give, owned{q, s, key})
-		} else if q.idle { // kept for claimants, who will see closed
-			l.removeLocked(q)
-		}
-		// A queue without a session has its head at the server, or
-		// releasing to it (a statement Close waits for, below), or not
-		// yet there (a DoTx at SERIALIZABLE beginning): the head sees
-		// closed, gives back what it got and removes the queue.
-	}
+	give, taken := l.takeBackLocked()
 	l.mu.Unlock()
 	for _, ev := range taken {
 		l.observe(ev)
 	}
 	l.closeIt(ErrClosed) // callers waiting at the server give up
 	l.batch.closeAndWait()
+	errs := l.giveBack(give)
+	l.awaitStatements()
+	l.bgStop()
+	l.keeper.wait()
+	l.srv.close()
+	return joinErrors(errs...)
+}
 
-	errs := make([]error, len(give))
-	var wg sync.WaitGroup
-	for i, h := range give {
-		wg.Go(func() {
-			l.mu.Lock()
-			l.toServerLocked(h.q, h.s)
-			l.mu.Unlock()
-			errs[i] = forKey(h.key, l.releaseAtServer(context.Background(), h.q, h.s, l.cfg.releaseTimeout, nil))
-		})
-	}
-	wg.Wait()
+// awaitStatements waits, once Close has begun (no new statement is
+// counted then but Close's own), until no statement counted in l.stmts is
+// in flight.
+func (l *Locker) awaitStatements() {
 	l.mu.Lock()
 	var drained chan struct{}
 	if l.stmts > 0 {
@@ -654,8 +658,4 @@ func (l *Locker) Close() error {
 	if drained != nil {
 		<-drained
 	}
-	l.bgStop()
-	l.keeper.wait()
-	l.srv.close()
-	return joinErrors(errs...)
 }

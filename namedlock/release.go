@@ -2,15 +2,19 @@ package namedlock
 
 import (
 	"context"
+	"sync"
 	"time"
 )
 
 // The release path: what becomes of a held lock once its holder lets go
 // of it (Release, the end of a Do or DoTx, a DoTx's early handoff) or
 // Close takes it back, until it is with its next local holder or back at
-// the server. It reads top to bottom: Release and release; letGoLocked,
-// which decides; handOffEarly, the other way in; carryOut, which acts;
-// and the way back to the server, which Close takes as well.
+// the server. It reads top to bottom: the ways in, each deciding under
+// l.mu what becomes of the lock — release (letGoLocked), a DoTx's early
+// handoff (handOffEarly), Close (takeBackLocked); then carryOut, which
+// carries out a holder's decision, with afterPassOn, the proof after a
+// lock was passed on; last, the way back to the server (toServerLocked,
+// releaseAtServer), which Close's giveBack takes as well.
 //
 // The rule for Locker.mu: decide under l.mu, then act without it. What
 // happens to the lock — handed to the next local waiter, lingering for
@@ -257,6 +261,49 @@ func (k *Lock) handOffEarly(e early) (finish func() error, ended func()) {
 	return func() error { return k.carryOut(context.Background(), 0, p, true) }, ended
 }
 
+// takenBack is a server lock that Close took back from its queue q, to
+// give back to the server (Locker.giveBack).
+type takenBack struct {
+	q   *queue
+	s   *session
+	key string // the key of the session's holder (its name if none)
+}
+
+// takeBackLocked is Close's decision for every queue, the way in to the
+// release path for what no holder let go of: waiters fail with ErrClosed;
+// holders' holds end (ErrClosed), with the events that end them for the
+// observer (taken; a lost one was reported); each session held, lingering
+// or being given back is to go to the server (give), and its queue keeps
+// it until toServerLocked; an idle queue kept for claimants, who will see
+// closed, goes. l.mu held.
+func (l *Locker) takeBackLocked() (give []takenBack, taken []Event) {
+	for name, q := range l.queues {
+		q.fail(ErrClosed)
+		key := name
+		if h := q.holder; h != nil {
+			key = h.key
+			if l.cfg.observer != nil && h.state == stateHeld { // a lost one was reported
+				taken = append(taken, h.holdEventLocked(Released, time.Since(h.acquired), ErrClosed))
+			}
+			h.endLocked(stateClosed, ErrClosed)
+			h.freed = true
+			l.stats.held.Add(-1)
+		}
+		if s := q.sess; s != nil {
+			// Close gives it back (toServerLocked); q keeps it until then.
+			q.holder, q.linger = nil, nil
+			give = append(give, takenBack{q, s, key})
+		} else if q.idle { // kept for claimants, who will see closed
+			l.removeLocked(q)
+		}
+		// A queue without a session has its head at the server, or
+		// releasing to it (a statement Close waits for), or not yet there
+		// (a DoTx at SERIALIZABLE beginning): the head sees closed, gives
+		// back what it got and removes the queue.
+	}
+	return give, taken
+}
+
 // carryOut does, without l.mu, what was decided for k as its holder let
 // go of it (p), and returns the release's error: for a lock passed on,
 // the proof's loss, if any; for one given back, the server's answer. A
@@ -390,4 +437,22 @@ func (l *Locker) releaseAtServer(ctx context.Context, q *queue, s *session, time
 		l.observe(ev)
 	}
 	return err
+}
+
+// giveBack gives every lock that Close took back (give) to the server, all
+// at once, each RELEASE_LOCK bounded by the release timeout, and returns
+// their errors.
+func (l *Locker) giveBack(give []takenBack) []error {
+	errs := make([]error, len(give))
+	var wg sync.WaitGroup
+	for i, h := range give {
+		wg.Go(func() {
+			l.mu.Lock()
+			l.toServerLocked(h.q, h.s)
+			l.mu.Unlock()
+			errs[i] = forKey(h.key, l.releaseAtServer(context.Background(), h.q, h.s, l.cfg.releaseTimeout, nil))
+		})
+	}
+	wg.Wait()
+	return errs
 }
