@@ -272,8 +272,8 @@ type takenBack struct {
 // takeBackLocked is Close's decision for every queue, the way in to the
 // release path for what no holder let go of: waiters fail with ErrClosed;
 // holders' holds end (ErrClosed), with the events that end them for the
-// observer (taken; a lost one was reported); each session held, lingering
-// or being given back is to go to the server (give), and its queue keeps
+// observer (taken; a lost one was reported); each session a queue has
+// (held, or lingering) is to go to the server (give), and its queue keeps
 // it until toServerLocked; an idle queue kept for claimants, who will see
 // closed, goes. l.mu held.
 func (l *Locker) takeBackLocked() (give []takenBack, taken []Event) {
@@ -398,7 +398,8 @@ func (l *Locker) toServerLocked(q *queue, s *session) {
 // (Lock.handOffEarly) is in flight: only then may s's lock go anywhere but
 // to an early waiter. It is not bounded by any ctx: each of those COMMITs
 // is bounded only by its own connection, and the lock must not go before
-// it has returned. l.mu held; released while it waits.
+// it has returned. l.mu held, and held again when it returns; it lets go
+// of l.mu while it waits, as sync.Cond.Wait does.
 func (l *Locker) awaitCommitsLocked(s *session) {
 	for s.commits > 0 {
 		ch := s.commitsDone

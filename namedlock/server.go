@@ -111,7 +111,11 @@ func (s *server) used(ctx context.Context, key, name string) (bool, error) {
 	return id.Valid && id.Int64 != 0, nil
 }
 
-// take implements backend.
+// take implements backend: a connection of the lock pool (connect); for a
+// try where GET_LOCK(name, 0) waits for a holder, the probe (probeFree);
+// the first GET_LOCK, which does not wait (getLockNow); unless it granted
+// the lock or the caller only tries, the wait (wait); then the lock's
+// expiry and, on a pool not from pool.Open, its lease (setLease).
 func (s *server) take(callerCtx, ctx context.Context, key, name string, try bool) (link, error) {
 	conn, f, err := s.connect(callerCtx, ctx, key)
 	if err != nil {
