@@ -402,9 +402,9 @@ func (l *Locker) awaitTurn(ctx context.Context, q *queue, w *waiter, key string,
 	}
 }
 
-// leaveQueue takes w, whose ctx ended, out of q. When w was popped meanwhile,
-// what it was passed is given back: a lock is released, the turn to go to
-// the server passes on.
+// leaveQueue takes w, whose ctx ended, out of q. When w was popped
+// meanwhile, what it was passed is given back: a lock is released, the
+// turn to go to the server passes on.
 func (l *Locker) leaveQueue(q *queue, w *waiter) {
 	l.mu.Lock()
 	removed := q.remove(w)
