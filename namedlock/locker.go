@@ -27,11 +27,13 @@ type Locker struct {
 	cfg  config
 	pool *sql.DB // the lock pool; nil on a fake backend
 
-	// mu guards queues and closed, the fields of every queue, the state of
-	// every Lock, and the fields of every session marked as guarded by
-	// Locker.mu. Lock order: mu, then keeper.mu; mu is never held together
-	// with a session's turn or pmu (no statement runs under mu), and the
-	// backend's own locks are never taken under mu.
+	// mu guards queues, closed, closeDone, stmts and drained, the fields
+	// of every queue, the state of every Lock, and the fields of every
+	// session marked as guarded by Locker.mu (the map in release.go). Lock
+	// order: mu, then keeper.mu; mu is never held together with a
+	// session's turn or pmu (no statement runs under mu), and the
+	// backend's own locks are never taken under mu. The release path's
+	// rule for it is in release.go.
 	mu     sync.Mutex
 	queues map[string]*queue // by server lock name
 	closed bool
@@ -258,9 +260,9 @@ func (l *Locker) acquire(ctx context.Context, key string, try, mint bool, e earl
 
 // mintFor gives k, just taken from the server, its token: it mints, in one
 // autocommit statement on the fence's database, a block of tokens, one for
-// k and one for each holder the session may be handed to
-// (WithHandoff's count), so that a handoff takes its token from the block
-// without a statement (newLock). Tokens stay strictly increasing across
+// k and one for each holder the session may be handed to (WithHandoff's
+// count), so that a handoff takes its token from the block without a
+// statement (newHolderLocked). Tokens stay strictly increasing across
 // holders: a block is minted above every token minted before it, and the
 // holders of one session take its block in order. If the mint fails, k is
 // given back and the error matches ErrNotAcquired.
@@ -289,68 +291,96 @@ func (l *Locker) take(ctx context.Context, key, name string, try bool, e early, 
 		return nil, false, notAcquired(ctx, key, nil)
 	}
 	l.mu.Lock()
-	if l.closed {
-		l.mu.Unlock()
-		return nil, false, ErrClosed
-	}
-	q := l.queues[name]
-	unit := false // the caller has the unit of a new queue
-	if r := reservationOf(ctx); r != nil {
-		unit = r.arriveLocked(name, q)
-	}
-	if q == nil && !unit && !l.takeUnitLocked() {
+	a := l.arriveLocked(ctx, key, name, try, e, atHead != nil, false)
+	l.mu.Unlock()
+	if a.needUnit {
 		// No connection of the pool is free for a new queue: wait for
 		// one outside any queue (budget.go), then look again.
-		l.mu.Unlock()
 		if err := l.waitUnit(ctx, key); err != nil {
 			return nil, false, err
 		}
 		l.mu.Lock()
-		if l.closed {
-			l.mu.Unlock()
+		a = l.arriveLocked(ctx, key, name, try, e, atHead != nil, true)
+		l.mu.Unlock()
+	}
+	switch {
+	case a.err != nil:
+		return nil, false, a.err
+	case a.k != nil:
+		return a.k, true, nil
+	case a.w != nil:
+		return l.awaitTurn(ctx, a.q, a.w, key, atHead)
+	}
+	if atHead != nil {
+		atHead()
+	}
+	k, err := l.takeAtServer(ctx, a.q, key, try)
+	return k, false, err
+}
+
+// arrival is where a caller arriving for a name stands, as
+// Locker.arriveLocked found it.
+type arrival struct {
+	q        *queue  // the name's queue: the caller is its head, unless w is set
+	w        *waiter // the caller, queued in q behind its busy party
+	k        *Lock   // a lingering lock the caller took over
+	needUnit bool    // no queue, and no unit free for one: wait for a unit
+	err      error
+}
+
+// arriveLocked finds where a caller of take arriving for name stands and
+// puts it there: the head of a new queue, or of one kept idle for it; the
+// holder of a lingering lock it takes over; or queued behind the busy
+// party (a try gets heldElsewhere instead). A new queue needs a unit of
+// the pool's connections: the caller's reservation's, or one free now;
+// with neither, it reports needUnit. unit: the caller waited for a unit
+// and has it (reservation already settled); it serves a new queue or goes
+// back. l.mu held.
+func (l *Locker) arriveLocked(ctx context.Context, key, name string, try bool, e early, wantHead, unit bool) arrival {
+	if l.closed {
+		if unit {
 			l.budget.give(1)
-			return nil, false, ErrClosed
 		}
-		if q = l.queues[name]; q != nil {
-			l.budget.give(1) // someone made the queue meanwhile: its unit serves
+		return arrival{err: ErrClosed}
+	}
+	q := l.queues[name]
+	switch {
+	case unit && q != nil:
+		l.budget.give(1) // someone made the queue meanwhile: its unit serves
+	case !unit:
+		if r := reservationOf(ctx); r != nil {
+			unit = r.arriveLocked(name, q)
+		}
+		if q == nil && !unit && !l.takeUnitLocked() {
+			return arrival{needUnit: true}
 		}
 	}
-	if q == nil {
+	switch {
+	case q == nil:
 		q = &queue{name: name}
 		l.queues[name] = q
-		l.mu.Unlock()
-		if atHead != nil {
-			atHead()
-		}
-		k, err := l.takeAtServer(ctx, q, key, try)
-		return k, false, err
-	}
-	if q.idle {
+	case q.idle:
 		// Kept, with its unit, for the DoMultis that claimed it: this
 		// caller is its head now.
 		q.idle = false
-		l.mu.Unlock()
-		if atHead != nil {
-			atHead()
-		}
-		k, err := l.takeAtServer(ctx, q, key, try)
-		return k, false, err
-	}
-	if q.linger != nil && q.mayHandOff(&l.cfg, l.closed) {
-		k := l.newLock(q, q.sess, key)
+	case q.linger != nil && q.mayHandOff(&l.cfg, l.closed):
+		k := l.newHolderLocked(q, q.sess, key)
 		q.takeLinger(k)
-		l.mu.Unlock()
-		return k, true, nil
+		return arrival{k: k}
+	case try:
+		return arrival{err: heldElsewhere(key, true)}
+	default:
+		return arrival{q: q, w: q.push(key, e, wantHead)}
 	}
-	if try {
-		l.mu.Unlock()
-		return nil, false, heldElsewhere(key, true)
-	}
-	w := q.push(key, e, atHead != nil)
-	l.mu.Unlock()
+	return arrival{q: q}
+}
 
+// awaitTurn waits, queued in q as w, for what the party before it passes
+// on: its lock (a handoff), the turn to take the lock at the server, or an
+// error (Close); or for ctx to end, which takes w out of q. atHead, if not
+// nil, runs once w is first in line.
+func (l *Locker) awaitTurn(ctx context.Context, q *queue, w *waiter, key string, atHead func()) (*Lock, bool, error) {
 	head := w.head // nil unless atHead is set; set to nil once told
-wait:
 	for {
 		select {
 		case g := <-w.ch:
@@ -366,15 +396,22 @@ wait:
 			head = nil
 			atHead()
 		case <-ctx.Done():
-			break wait
+			l.leaveQueue(q, w)
+			return nil, false, notAcquired(ctx, key, nil)
 		}
 	}
+}
+
+// leaveQueue takes w, whose ctx ended, out of q. When w was popped
+// meanwhile, what it was passed is given back: a lock is released, the
+// turn to go to the server passes on.
+func (l *Locker) leaveQueue(q *queue, w *waiter) {
 	l.mu.Lock()
-	if q.remove(w) {
-		l.mu.Unlock()
-		return nil, false, notAcquired(ctx, key, nil)
-	}
+	removed := q.remove(w)
 	l.mu.Unlock()
+	if removed {
+		return
+	}
 	// Popped concurrently: the grant is in the channel. Give it back.
 	g := <-w.ch
 	switch {
@@ -385,7 +422,6 @@ wait:
 		l.advanceLocked(q)
 		l.mu.Unlock()
 	}
-	return nil, false, notAcquired(ctx, key, nil)
 }
 
 // takeAtServer is run by the head of q: it takes the server lock on a
@@ -434,24 +470,24 @@ func (l *Locker) takeAtServer(ctx context.Context, q *queue, key string, try boo
 		return nil, err
 	}
 	s.acquiredAt = time.Now()
-	k := l.newLock(q, s, key)
+	k := l.newHolderLocked(q, s, key)
 	q.hold(k, s)
 	l.keeper.start(s)
 	l.mu.Unlock()
 	return k, nil
 }
 
-// newLock returns a held Lock on s for key, with the next token of s's
-// block when fencing (0 for a server acquisition: acquire mints), and
+// newHolderLocked returns a held Lock on s for key, with the next token of
+// s's block when fencing (0 for a server acquisition: acquire mints), and
 // counts it held: every caller installs it as q's holder in the same
 // critical section, and Close and the release (freeLocked) count it down
 // under l.mu too, so Stats.Held never counts a holder twice or one that
 // is gone. l.mu held.
-func (l *Locker) newLock(q *queue, s *session, key string) *Lock {
+func (l *Locker) newHolderLocked(q *queue, s *session, key string) *Lock {
 	l.stats.held.Add(1)
 	k := &Lock{l: l, q: q, sess: s, key: key, acquired: time.Now()}
 	if l.cfg.fence != nil {
-		k.token.Store(s.nextToken())
+		k.token.Store(s.nextTokenLocked())
 	}
 	return k
 }
@@ -484,61 +520,6 @@ func (l *Locker) stmtDoneLocked() {
 	if l.stmts == 0 && l.drained != nil {
 		close(l.drained)
 		l.drained = nil
-	}
-}
-
-// toServerLocked gives s, q's server lock, back to the server: once no
-// COMMIT that s was handed ahead of is in flight (q keeps s meanwhile, so
-// the keep-alive goes on checking it and a loss is found), it runs
-// RELEASE_LOCK, bounded by timeout (0: by ctx alone), then lets q's next
-// waiter go to the server, or removes q. k, if not nil, is the holder that
-// let go: a loss the release finds is recorded on it. Lock.release and
-// Close both give a lock back this way. l.mu held; returns with it
-// released.
-func (l *Locker) toServerLocked(ctx context.Context, q *queue, s *session, timeout time.Duration, k *Lock) error {
-	l.awaitCommitsLocked(s)
-	// The queue stays busy (no holder) until advance, so no local caller
-	// goes to the server meanwhile.
-	q.detach()
-	l.stmts++
-	l.mu.Unlock()
-	err := s.release(ctx, timeout)
-	proved := s.provedTime()
-	l.mu.Lock()
-	var evs []Event
-	if isLost(err) {
-		s.lost = true // a COMMIT of an early handoff returning now is counted
-		evs = l.lostCommitsLocked(s, proved, err)
-	} else {
-		s.earlyCommits = nil // held until its release: after their COMMITs
-	}
-	defer func() {
-		for _, ev := range evs {
-			l.observe(ev)
-		}
-	}()
-	if k != nil && isLost(err) && k.state != stateLost {
-		// Found lost by the release itself: Err and later Releases say so.
-		k.state, k.err = stateLost, forKey(k.key, err)
-		l.stats.lost.Add(1)
-	}
-	l.stmtDoneLocked()
-	l.advanceLocked(q)
-	l.mu.Unlock()
-	return err
-}
-
-// awaitCommitsLocked waits until no COMMIT that s was handed ahead of
-// (Lock.handOffEarly) is in flight: only then may s's lock go anywhere but
-// to an early waiter. It is not bounded by any ctx: each of those COMMITs
-// is bounded only by its own connection, and the lock must not go before
-// it has returned. l.mu held; released while it waits.
-func (l *Locker) awaitCommitsLocked(s *session) {
-	for s.commits > 0 {
-		ch := s.commitsDone
-		l.mu.Unlock()
-		<-ch
-		l.mu.Lock()
 	}
 }
 
@@ -648,53 +629,25 @@ func (l *Locker) Close() error {
 	l.closed = true
 	l.closeDone = make(chan struct{})
 	defer close(l.closeDone)
-	type owned struct {
-		q   *queue
-		s   *session
-		key string // the key of the session's holder (its name if none)
-	}
-	var give []owned
-	var taken []Event // the holds Close ends, for the observer
-	for name, q := range l.queues {
-		q.fail(ErrClosed)
-		key := name
-		if h := q.holder; h != nil {
-			key = h.key
-			if l.cfg.observer != nil && h.state == stateHeld { // a lost one was reported
-				taken = append(taken, h.holdEventLocked(Released, time.Since(h.acquired), ErrClosed))
-			}
-			h.endLocked(stateClosed, ErrClosed)
-			h.freed = true
-			l.stats.held.Add(-1)
-		}
-		if s := q.sess; s != nil {
-			// Close gives it back (toServerLocked); q keeps it until then.
-			q.holder, q.linger = nil, nil
-			give = append(give, owned{q, s, key})
-		} else if q.idle { // kept for claimants, who will see closed
-			l.removeLocked(q)
-		}
-		// A queue without a session has its head at the server, or
-		// releasing to it (a statement Close waits for, below), or not
-		// yet there (a DoTx at SERIALIZABLE beginning): the head sees
-		// closed, gives back what it got and removes the queue.
-	}
+	give, taken := l.takeBackLocked()
 	l.mu.Unlock()
 	for _, ev := range taken {
 		l.observe(ev)
 	}
 	l.closeIt(ErrClosed) // callers waiting at the server give up
 	l.batch.closeAndWait()
+	errs := l.giveBack(give)
+	l.awaitStatements()
+	l.bgStop()
+	l.keeper.wait()
+	l.srv.close()
+	return joinErrors(errs...)
+}
 
-	errs := make([]error, len(give))
-	var wg sync.WaitGroup
-	for i, h := range give {
-		wg.Go(func() {
-			l.mu.Lock()
-			errs[i] = forKey(h.key, l.toServerLocked(context.Background(), h.q, h.s, l.cfg.releaseTimeout, nil))
-		})
-	}
-	wg.Wait()
+// awaitStatements waits, once Close has begun (no new statement is
+// counted then but Close's own), until no statement counted in l.stmts is
+// in flight.
+func (l *Locker) awaitStatements() {
 	l.mu.Lock()
 	var drained chan struct{}
 	if l.stmts > 0 {
@@ -705,8 +658,4 @@ func (l *Locker) Close() error {
 	if drained != nil {
 		<-drained
 	}
-	l.bgStop()
-	l.keeper.wait()
-	l.srv.close()
-	return joinErrors(errs...)
 }

@@ -11,7 +11,7 @@ import (
 // at the server, holding, or releasing to the server), or while it is idle,
 // kept for the DoMultis that claimed it (claims). Its fields are
 // guarded by Locker.mu; its methods are called with Locker.mu held and run
-// no statement.
+// no statement (see the map of one lock's state in release.go).
 type queue struct {
 	name    string
 	holder  *Lock    // the local holder, nil while the head acquires or releases

@@ -111,92 +111,26 @@ func (s *server) used(ctx context.Context, key, name string) (bool, error) {
 	return id.Valid && id.Int64 != 0, nil
 }
 
-// take implements backend.
+// take implements backend: a connection of the lock pool (connect); for a
+// try where GET_LOCK(name, 0) waits for a holder, the probe (probeFree);
+// the first GET_LOCK, which does not wait (getLockNow); unless it granted
+// the lock or the caller only tries, the wait (wait); then the lock's
+// expiry and, on a pool not from pool.Open, its lease (setLease).
 func (s *server) take(callerCtx, ctx context.Context, key, name string, try bool) (link, error) {
-	conn, err := lockConn(callerCtx, ctx, s.db, key)
+	conn, f, err := s.connect(callerCtx, ctx, key)
 	if err != nil {
-		if f, ok := err.(*failure); ok { // a DoMulti that must not wait
-			return nil, f
-		}
-		if ctxEnded(ctx) {
-			return nil, notAcquired(ctx, key, nil)
-		}
-		return nil, fail(key, "", "no connection from the lock pool: "+err.Error(), err)
-	}
-	f, err := s.detect(ctx, conn)
-	if err != nil {
-		discardConn(conn)
-		var hl errHoldLimit
-		if errors.As(err, &hl) && !ctxEnded(ctx) {
-			return nil, fail(key, "not acquired", hl.Error(), ErrNotAcquired, hl.err)
-		}
-		return nil, s.getLockError(ctx, key, err)
+		return nil, err
 	}
 	p := &pinned{conn: conn, name: name, arg: name}
 	if try && f.TryWaits() && !s.noProbe.Load() {
-		held, err := s.probe(callerCtx, conn, name)
-		if err != nil {
-			discardConn(conn)
-			return nil, s.getLockError(ctx, key, err)
-		}
-		if held {
-			_ = conn.Close()
-			return nil, heldElsewhere(key, false)
+		if err := s.probeFree(callerCtx, ctx, conn, key, name); err != nil {
+			return nil, err
 		}
 	}
 	var row [6]sql.NullInt64
-	// The first GET_LOCK runs on ctx, so that Close, which waits for it,
-	// cuts it too; what cut it is told by callerCtx (below).
-	tctx, cancelTry := ctx, context.CancelFunc(func() {})
-	if try && f.TryWaits() {
-		// GET_LOCK(name, 0) waits 1 s there for a held lock: a try is cut
-		// after tryAnswer (the probe found the lock free, but someone took
-		// it since, or the probe is refused).
-		tctx, cancelTry = context.WithTimeout(ctx, tryAnswer)
-	}
-	sent := time.Now()
-	id, err := tryLock(tctx, conn, p.arg, &row, f.NeedsInterpolation())
-	var bad errSessionID
-	if errors.As(err, &bad) {
-		cancelTry()
-		// A session that CONNECTION_ID() does not name: give back what it
-		// was granted (the RELEASE_LOCK is the session's own), and take
-		// nothing.
-		if row[0].Valid && row[0].Int64 == 1 {
-			var rel [1]sql.NullInt64
-			_, _ = queryInts(ctx, conn, time.Now().Add(killTimeout), rel[:], sqlRelease, p.arg)
-		}
-		discardConn(conn)
-		return nil, bad.failure(key)
-	}
-	cut := err != nil && tctx.Err() != nil
-	cancelTry()
-	if flavor.IsRetryLimit(err) {
-		// TiDB gave up retrying its lock under contention: not granted.
-		row[0], err = sql.NullInt64{Valid: true}, nil
-	}
-	if cut && f.TryWaits() {
-		// The first GET_LOCK waited there (1 s for a held lock) and was
-		// cut, by tryAnswer or by ctx: the server may still grant the lock
-		// to this session, so end it, as for any cancelled wait.
-		if id != 0 {
-			s.killer.kill(id)
-		}
-		discardConn(conn)
-		if try && callerCtx.Err() == nil {
-			return nil, heldElsewhere(key, false)
-		}
-		// callerCtx ended, or Close did (takeAtServer then says
-		// ErrClosed); ctx, derived from callerCtx, may show the caller's
-		// cancel only just after it: callerCtx tells it.
-		return nil, errCancelledWait{notAcquired(callerCtx, key, nil)}
-	}
+	id, sent, err := s.getLockNow(callerCtx, ctx, conn, f, key, p.arg, &row, try)
 	if err != nil {
-		discardConn(conn)
-		if errors.Is(err, errPrepared) {
-			return nil, fail(key, "not acquired", "on "+f.String()+" the lock pool must set interpolateParams=true (pool.Open does): server-side prepared GET_LOCK statements miscount the lock's references", ErrNeedsInterpolation, ErrNotAcquired)
-		}
-		return nil, s.getLockError(ctx, key, err)
+		return nil, err
 	}
 	got, waitTimeout := row[0], row[1].Int64
 	if !got.Valid {
@@ -216,15 +150,140 @@ func (s *server) take(callerCtx, ctx context.Context, key, name string, try bool
 		p.expiry = sent.Add(limit)
 	}
 	testhook.Granted(name, id)
-	if !s.pooled {
-		if secs := int64((s.lease + time.Second - 1) / time.Second); waitTimeout != secs {
-			if _, err := conn.ExecContext(ctx, "SET SESSION wait_timeout = "+strconv.FormatInt(secs, 10)); err != nil {
-				discardConn(conn)
-				return nil, fmt.Errorf("namedlock: set the lease on the lock connection for %q: %w", key, err)
-			}
-		}
+	if err := s.setLease(ctx, conn, key, waitTimeout); err != nil {
+		return nil, err
 	}
 	return p, nil
+}
+
+// connect returns a connection of the lock pool for an acquisition of key
+// (see backend.take for callerCtx and ctx), and the kind of server it is
+// on (detect).
+func (s *server) connect(callerCtx, ctx context.Context, key string) (*sql.Conn, flavor.Flavor, error) {
+	conn, err := lockConn(callerCtx, ctx, s.db, key)
+	if err != nil {
+		if f, ok := err.(*failure); ok { // a DoMulti that must not wait
+			return nil, flavor.Unknown, f
+		}
+		if ctxEnded(ctx) {
+			return nil, flavor.Unknown, notAcquired(ctx, key, nil)
+		}
+		return nil, flavor.Unknown, fail(key, "", "no connection from the lock pool: "+err.Error(), err)
+	}
+	f, err := s.detect(ctx, conn)
+	if err != nil {
+		discardConn(conn)
+		var hl errHoldLimit
+		if errors.As(err, &hl) && !ctxEnded(ctx) {
+			return nil, flavor.Unknown, fail(key, "not acquired", hl.Error(), ErrNotAcquired, hl.err)
+		}
+		return nil, flavor.Unknown, s.getLockError(ctx, key, err)
+	}
+	return conn, f, nil
+}
+
+// probeFree is a try's probe on TiDB (probe), before its GET_LOCK: nil
+// when name looks free; otherwise, with conn closed, heldElsewhere when
+// another session holds it, or the probe's error.
+func (s *server) probeFree(callerCtx, ctx context.Context, conn *sql.Conn, key, name string) error {
+	held, err := s.probe(callerCtx, conn, name)
+	if err != nil {
+		discardConn(conn)
+		return s.getLockError(ctx, key, err)
+	}
+	if held {
+		_ = conn.Close()
+		return heldElsewhere(key, false)
+	}
+	return nil
+}
+
+// getLockNow runs an acquisition's first GET_LOCK, which does not wait for
+// a holder (tryLock), on conn, on a server of kind f, with arg the lock's
+// name; row receives the answer (row[0] GET_LOCK's, row[1] wait_timeout's
+// when the statement asked it). It returns the session's id when known (0
+// otherwise) and when the statement was sent. On error conn is closed:
+// the session's id was not the session's own, the GET_LOCK of a try was
+// cut, by tryAnswer or by ctx, where it waits for a holder (cutGetLock),
+// or it failed.
+func (s *server) getLockNow(callerCtx, ctx context.Context, conn *sql.Conn, f flavor.Flavor, key string, arg any, row *[6]sql.NullInt64, try bool) (id int64, sent time.Time, err error) {
+	// The first GET_LOCK runs on ctx, so that Close, which waits for it,
+	// cuts it too; what cut it is told by callerCtx (cutGetLock).
+	tctx, cancelTry := ctx, context.CancelFunc(func() {})
+	if try && f.TryWaits() {
+		// GET_LOCK(name, 0) waits 1 s there for a held lock: a try is cut
+		// after tryAnswer (the probe found the lock free, but someone took
+		// it since, or the probe is refused).
+		tctx, cancelTry = context.WithTimeout(ctx, tryAnswer)
+	}
+	sent = time.Now()
+	id, err = tryLock(tctx, conn, arg, row, f.NeedsInterpolation())
+	var bad errSessionID
+	if errors.As(err, &bad) {
+		cancelTry()
+		// A session that CONNECTION_ID() does not name: give back what it
+		// was granted (the RELEASE_LOCK is the session's own), and take
+		// nothing.
+		if row[0].Valid && row[0].Int64 == 1 {
+			var rel [1]sql.NullInt64
+			_, _ = queryInts(ctx, conn, time.Now().Add(killTimeout), rel[:], sqlRelease, arg)
+		}
+		discardConn(conn)
+		return 0, sent, bad.failure(key)
+	}
+	cut := err != nil && tctx.Err() != nil
+	cancelTry()
+	if flavor.IsRetryLimit(err) {
+		// TiDB gave up retrying its lock under contention: not granted.
+		row[0], err = sql.NullInt64{Valid: true}, nil
+	}
+	switch {
+	case cut && f.TryWaits():
+		return 0, sent, s.cutGetLock(callerCtx, conn, key, id, try)
+	case err != nil && errors.Is(err, errPrepared):
+		discardConn(conn)
+		return 0, sent, fail(key, "not acquired", "on "+f.String()+" the lock pool must set interpolateParams=true (pool.Open does): server-side prepared GET_LOCK statements miscount the lock's references", ErrNeedsInterpolation, ErrNotAcquired)
+	case err != nil:
+		discardConn(conn)
+		return 0, sent, s.getLockError(ctx, key, err)
+	}
+	return id, sent, nil
+}
+
+// cutGetLock ends an acquisition whose first GET_LOCK waited, on a server
+// where GET_LOCK(name, 0) waits for a held lock (1 s), and was cut, by
+// tryAnswer or by ctx: the server may still grant the lock to this
+// session (id, 0 if not known), so it is ended, as for any cancelled
+// wait, and conn discarded. A try whose callerCtx has not ended finds the
+// lock held elsewhere.
+func (s *server) cutGetLock(callerCtx context.Context, conn *sql.Conn, key string, id int64, try bool) error {
+	if id != 0 {
+		s.killer.kill(id)
+	}
+	discardConn(conn)
+	if try && callerCtx.Err() == nil {
+		return heldElsewhere(key, false)
+	}
+	// callerCtx ended, or Close did (takeAtServer then says ErrClosed);
+	// ctx, derived from callerCtx, may show the caller's cancel only just
+	// after it: callerCtx tells it.
+	return errCancelledWait{notAcquired(callerCtx, key, nil)}
+}
+
+// setLease gives conn's session the lease as its wait_timeout, on a pool
+// not from pool.Open, when its wait_timeout (waitTimeout, in seconds) is
+// another. On error conn is discarded.
+func (s *server) setLease(ctx context.Context, conn *sql.Conn, key string, waitTimeout int64) error {
+	if s.pooled {
+		return nil
+	}
+	if secs := int64((s.lease + time.Second - 1) / time.Second); waitTimeout != secs {
+		if _, err := conn.ExecContext(ctx, "SET SESSION wait_timeout = "+strconv.FormatInt(secs, 10)); err != nil {
+			discardConn(conn)
+			return fmt.Errorf("namedlock: set the lease on the lock connection for %q: %w", key, err)
+		}
+	}
+	return nil
 }
 
 // probe asks TiDB, without waiting, whether another session holds name
@@ -380,16 +439,8 @@ func nullID(n sql.NullInt64) string {
 // the wait goes in slices of 1 s (flavor.WaitArg), so that a wait given up
 // on lingers there at most a slice.
 func (s *server) wait(ctx context.Context, conn *sql.Conn, f flavor.Flavor, key, name string, id int64) (time.Time, error) {
-	if !s.pooled {
-		// pool.Open switched the server's statement time limit off in its
-		// sessions; this pool's may still have one, which would end the
-		// wait. Not remembered per connection: once per wait.
-		if stmt := f.NoStatementLimit(); stmt != "" {
-			if _, err := conn.ExecContext(ctx, stmt); err != nil && !flavor.IsUnknownVariable(err) {
-				discardConn(conn)
-				return time.Time{}, s.getLockError(ctx, key, err)
-			}
-		}
+	if err := s.noStatementLimit(ctx, conn, f, key); err != nil {
+		return time.Time{}, err
 	}
 	for {
 		deadline, hasDeadline := ctx.Deadline()
@@ -441,6 +492,23 @@ func (s *server) wait(ctx context.Context, conn *sql.Conn, f flavor.Flavor, key,
 		}
 		// 0: the server's timeout passed; loop to renew or to report it.
 	}
+}
+
+// noStatementLimit switches the server's statement time limit off in
+// conn's session, which would end a wait, on a pool not from pool.Open
+// (pool.Open switched it off in its sessions). Not remembered per
+// connection: once per wait. On error conn is discarded.
+func (s *server) noStatementLimit(ctx context.Context, conn *sql.Conn, f flavor.Flavor, key string) error {
+	if s.pooled {
+		return nil
+	}
+	if stmt := f.NoStatementLimit(); stmt != "" {
+		if _, err := conn.ExecContext(ctx, stmt); err != nil && !flavor.IsUnknownVariable(err) {
+			discardConn(conn)
+			return s.getLockError(ctx, key, err)
+		}
+	}
+	return nil
 }
 
 // errCancelledWait marks a wait at the server that ctx ended (its session

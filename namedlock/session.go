@@ -11,7 +11,9 @@ import (
 // (its link), handed from local holder to local holder until it goes back
 // to the server. Every statement on the link goes through a session method:
 // the ownership check ([session.check], used by the keep-alive and by the
-// proof after a handoff) and the release.
+// proof after a handoff) and the release. Its fields are grouped below by
+// the mutex that guards them; the map in release.go places them among the
+// rest of one lock's state (its queue, its holder's Lock).
 type session struct {
 	name string
 	link link
@@ -110,9 +112,9 @@ func (s *session) endTurn() {
 	s.turnFree.Signal()
 }
 
-// nextToken takes the next fencing token of the session's block, or 0 when
-// there is none left (the holder then mints). Locker.mu held.
-func (s *session) nextToken() uint64 {
+// nextTokenLocked takes the next fencing token of the session's block, or
+// 0 when there is none left (the holder then mints). Locker.mu held.
+func (s *session) nextTokenLocked() uint64 {
 	if s.tokenNext == 0 || s.tokenNext > s.tokenLast {
 		return 0
 	}
@@ -121,17 +123,17 @@ func (s *session) nextToken() uint64 {
 	return t
 }
 
-// commitBegun counts a COMMIT in flight of a holder that handed s on early
-// (Lock.handOffEarly). Locker.mu held.
-func (s *session) commitBegun() {
+// commitBegunLocked counts a COMMIT in flight of a holder that handed s on
+// early (Lock.handOffEarly). Locker.mu held.
+func (s *session) commitBegunLocked() {
 	if s.commits == 0 {
 		s.commitsDone = make(chan struct{})
 	}
 	s.commits++
 }
 
-// commitEnded counts one such COMMIT as ended. Locker.mu held.
-func (s *session) commitEnded() {
+// commitEndedLocked counts one such COMMIT as ended. Locker.mu held.
+func (s *session) commitEndedLocked() {
 	s.commits--
 	if s.commits == 0 {
 		close(s.commitsDone)
