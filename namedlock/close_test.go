@@ -73,6 +73,8 @@ func TestCloseWithLocksHeld(t *testing.T) {
 	if err := in.locker.Close(); err != nil {
 		t.Errorf("Close: %v", err)
 	}
+	// contract: Close ends the GET_LOCK waits in flight (their KILLs within
+	// 2 s in all, Locker.Close) and does not wait for the holders' fn.
 	if el := time.Since(start); el > 2*time.Second {
 		t.Errorf("Close took %v", el)
 	}

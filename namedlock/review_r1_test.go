@@ -289,6 +289,9 @@ func earlyHandoffLoss(t *testing.T, srv *testdb.Server, mode txMode) {
 	case <-time.After(20 * time.Second):
 		t.Fatalf("A's COMMIT not reached; Stats %+v", l.Stats())
 	}
+	// contract: A hands its lock on before its COMMIT has returned (the
+	// premise of the test); 5 s only ends a wait for a handoff that never
+	// comes.
 	for deadline := time.Now().Add(5 * time.Second); l.Stats().Handoffs == 0; time.Sleep(time.Millisecond) {
 		if time.Now().After(deadline) {
 			t.Fatalf("A did not hand its lock on early; Stats %+v", l.Stats())
