@@ -106,6 +106,8 @@ func TestDoMultiClaimKeepsBusyKeysUnit(t *testing.T) {
 	case <-xGot:
 	case err := <-xErr:
 		t.Fatalf("x: %v", err)
+	// contract: x gets its lock once the DoMulti is done; 30 s only ends
+	// a wait that never does.
 	case <-time.After(30 * time.Second):
 		t.Fatal("x never got its lock")
 	}

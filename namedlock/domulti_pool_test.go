@@ -179,6 +179,8 @@ func TestDoMultiReservationWaitsBehindHolders(t *testing.T) {
 		if !errors.Is(err, namedlock.ErrClosed) {
 			t.Errorf("DoMulti waiting for its reservation, after Close = %v; want ErrClosed", err)
 		}
+	// contract: Close ends a DoMulti waiting for its reservation with
+	// ErrClosed; 10 s only ends a wait for one that hangs.
 	case <-time.After(10 * time.Second):
 		t.Fatal("Close did not end the DoMulti waiting for its reservation")
 	}
@@ -224,6 +226,8 @@ func TestDoMultiBehindSingleOnFullPool(t *testing.T) {
 		if err != nil {
 			t.Errorf("the single Do: %v", err)
 		}
+	// contract: the single Do waiting for a connection ends once the
+	// DoMulti is done; 20 s only ends a wait for one that hangs.
 	case <-time.After(20 * time.Second):
 		t.Fatal("the single Do did not end within 20 s")
 	}

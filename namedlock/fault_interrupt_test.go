@@ -192,6 +192,8 @@ func killOnWait(t *testing.T, srv *testdb.Server, kill, reason string) {
 	var r result
 	select {
 	case r = <-done:
+	// contract: a KILL of the waiting session ends Acquire
+	// (docs/guarantees.md); 5 s only ends a wait for one that hangs.
 	case <-time.After(5 * time.Second):
 		t.Fatalf("Acquire did not return within 5 s of %s", kill)
 	}

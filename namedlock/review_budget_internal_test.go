@@ -114,6 +114,8 @@ func TestReviewBudgetBackToZero(t *testing.T) {
 	}
 	select {
 	case <-lost.Done():
+	// contract: a lost lock is reported within keep-alive + check timeout
+	// (docs/guarantees.md); 15 s is generous.
 	case <-time.After(15 * time.Second):
 		t.Fatal("the loss was not found")
 	}
@@ -260,6 +262,8 @@ func TestReviewBudgetLimitRaisedWakesNoWaiter(t *testing.T) {
 		if err != nil {
 			t.Error(err)
 		}
+	// contract: a raised limit grants a waiting DoMulti at its next recheck
+	// (connBudget, recheckEvery); 10 s only ends a wait that never does.
 	case <-time.After(10 * time.Second):
 		t.Errorf("the DoMulti still waits 10 s after the limit was raised to 3 with 2 units free (used %d)", budgetUsed(l))
 	}

@@ -173,6 +173,8 @@ func TestReviewR1PlainCloseDuringCommit(t *testing.T) {
 			}()
 			select {
 			case <-g.at:
+			// contract: (the premise) the COMMIT is reached; 20 s only ends a wait
+			// for one that never is.
 			case <-time.After(20 * time.Second):
 				t.Fatal("the COMMIT was not reached")
 			}
@@ -286,6 +288,8 @@ func earlyHandoffLoss(t *testing.T, srv *testdb.Server, mode txMode) {
 	}()
 	select {
 	case <-g.at:
+	// contract: (the premise) A's COMMIT is reached; 20 s only ends a wait
+	// for one that never is.
 	case <-time.After(20 * time.Second):
 		t.Fatalf("A's COMMIT not reached; Stats %+v", l.Stats())
 	}
@@ -299,6 +303,8 @@ func earlyHandoffLoss(t *testing.T, srv *testdb.Server, mode txMode) {
 	}
 	select {
 	case <-provedA:
+	// contract: A's handoff is proven; 20 s only ends a wait for a proof
+	// that never comes.
 	case <-time.After(20 * time.Second):
 		t.Fatal("A's handoff proof not done")
 	}
