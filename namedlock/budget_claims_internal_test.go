@@ -12,6 +12,8 @@ import (
 // waitFor polls cond (generously) and fails the test if it never holds.
 func waitFor(t *testing.T, what string, cond func() bool) {
 	t.Helper()
+	// contract: the caller's (what); the 10 s only ends a wait for what
+	// never comes.
 	deadline := time.Now().Add(10 * time.Second)
 	for !cond() {
 		if time.Now().After(deadline) {
@@ -104,6 +106,8 @@ func TestDoMultiClaimKeepsBusyKeysUnit(t *testing.T) {
 	case <-xGot:
 	case err := <-xErr:
 		t.Fatalf("x: %v", err)
+	// contract: x gets its lock once the DoMulti is done; 30 s only ends
+	// a wait that never does.
 	case <-time.After(30 * time.Second):
 		t.Fatal("x never got its lock")
 	}

@@ -73,6 +73,8 @@ func TestCloseWithLocksHeld(t *testing.T) {
 	if err := in.locker.Close(); err != nil {
 		t.Errorf("Close: %v", err)
 	}
+	// contract: Close ends the GET_LOCK waits in flight (their KILLs within
+	// 2 s in all, Locker.Close) and does not wait for the holders' fn.
 	if el := time.Since(start); el > 2*time.Second {
 		t.Errorf("Close took %v", el)
 	}
@@ -98,6 +100,8 @@ func TestCloseWithLocksHeld(t *testing.T) {
 		if !errors.Is(r.err, namedlock.ErrClosed) {
 			t.Errorf("Do = %v, want ErrClosed", r.err)
 		}
+	// contract: Close ends a holder's Do with ErrClosed (Locker.Close);
+	// 5 s only ends a wait for one that hangs.
 	case <-time.After(5 * time.Second):
 		t.Fatal("Do did not return after Close")
 	}
@@ -106,6 +110,8 @@ func TestCloseWithLocksHeld(t *testing.T) {
 		if !errors.Is(err, namedlock.ErrClosed) {
 			t.Errorf("caller queued locally: %v, want ErrClosed", err)
 		}
+	// contract: Close ends a caller queued locally with ErrClosed; 5 s only
+	// ends a wait for one that hangs.
 	case <-time.After(5 * time.Second):
 		t.Fatal("caller queued locally did not return after Close")
 	}
@@ -114,6 +120,8 @@ func TestCloseWithLocksHeld(t *testing.T) {
 		if !errors.Is(err, namedlock.ErrClosed) {
 			t.Errorf("caller waiting at the server: %v, want ErrClosed", err)
 		}
+	// contract: Close ends a wait at the server (its session killed) with
+	// ErrClosed; 5 s only ends a wait for one that hangs.
 	case <-time.After(5 * time.Second):
 		t.Fatal("caller waiting at the server did not return within 5 s of Close")
 	}

@@ -128,6 +128,8 @@ func TestDoMultiMoreKeysThanPool(t *testing.T) {
 	if !errors.Is(err, namedlock.ErrInvalidArgument) || ran {
 		t.Errorf("DoMulti of 3 keys on a pool of 2 = %v (fn ran: %v); want ErrInvalidArgument, fn not run", err, ran)
 	}
+	// contract: refused at once (DoMulti), not after a wait for
+	// connections that cannot come; 5 s is the generous bound.
 	if el := time.Since(start); el > 5*time.Second {
 		t.Errorf("returned after %v, want at once", el)
 	}
@@ -177,6 +179,8 @@ func TestDoMultiReservationWaitsBehindHolders(t *testing.T) {
 		if !errors.Is(err, namedlock.ErrClosed) {
 			t.Errorf("DoMulti waiting for its reservation, after Close = %v; want ErrClosed", err)
 		}
+	// contract: Close ends a DoMulti waiting for its reservation with
+	// ErrClosed; 10 s only ends a wait for one that hangs.
 	case <-time.After(10 * time.Second):
 		t.Fatal("Close did not end the DoMulti waiting for its reservation")
 	}
@@ -222,6 +226,8 @@ func TestDoMultiBehindSingleOnFullPool(t *testing.T) {
 		if err != nil {
 			t.Errorf("the single Do: %v", err)
 		}
+	// contract: the single Do waiting for a connection ends once the
+	// DoMulti is done; 20 s only ends a wait for one that hangs.
 	case <-time.After(20 * time.Second):
 		t.Fatal("the single Do did not end within 20 s")
 	}

@@ -87,6 +87,8 @@ func TestDoTxCommitsBeforeRelease(t *testing.T) {
 			if n != 1 {
 				t.Errorf("the next holder saw %d rows, want the committed 1", n)
 			}
+		// contract: the next holder gets the lock once the first committed;
+		// 10 s only ends a wait that never does.
 		case <-time.After(10 * time.Second):
 			t.Fatal("b never got the lock")
 		}
@@ -187,6 +189,8 @@ func TestDoTxLostBeforeCommit(t *testing.T) {
 			killSession(t, adm, holderOf(t, adm, keyfmt.Portable(key)))
 			select {
 			case <-ctx.Done():
+			// contract: a lost lock cancels fn's ctx within keep-alive + check
+			// timeout (docs/guarantees.md): 100 ms + 3 s, here 5 s.
 			case <-time.After(5 * time.Second):
 				t.Error("fn's ctx not cancelled within 5 s of the KILL")
 			}

@@ -32,6 +32,8 @@ func TestObserverSeesWholeHolds(t *testing.T) {
 	killSession(t, adm, holderOf(t, adm, lost.Name()))
 	select {
 	case <-lost.Done():
+	// contract: a lost lock is reported within keep-alive + check timeout
+	// (docs/guarantees.md): 100 ms + 3 s, here 5 s.
 	case <-time.After(5 * time.Second):
 		t.Fatal("loss not detected within 5 s")
 	}

@@ -135,6 +135,8 @@ func faultPoll(d time.Duration, cond func() bool) (time.Duration, bool) {
 		if cond() {
 			return time.Since(start), true
 		}
+		// contract: the caller's, who fails on false; d is its
+		// generous bound.
 		if time.Since(start) > d {
 			return time.Since(start), false
 		}

@@ -39,6 +39,8 @@ func TestFaultStatementTimeLimit(t *testing.T) {
 	var slept sql.NullInt64
 	err := plain.QueryRow("SELECT SLEEP(3)").Scan(&slept)
 	t.Logf("with max_statement_time = 1, SELECT SLEEP(3) on a plain session: %v, %v after %v", slept, err, time.Since(start).Round(time.Millisecond))
+	// contract: (the premise) the limit cuts SLEEP(3) at 1 s; 2 s is the
+	// generous bound that still tells them apart.
 	if time.Since(start) > 2*time.Second {
 		t.Fatal("the server's statement time limit is not in force")
 	}
@@ -85,6 +87,9 @@ func TestFaultStatementTimeLimit(t *testing.T) {
 			if err != nil {
 				t.Fatalf("Acquire: %v (after %v), want the lock after about 2.5 s", err, took)
 			}
+			// contract: a wait lasts as long as its ctx allows, not the
+			// server's 1 s statement limit: it ends with the release at
+			// 2.5 s, not before.
 			if took < 2400*time.Millisecond {
 				t.Errorf("Acquire returned after %v, before the holder let go", took)
 			}
@@ -103,6 +108,8 @@ func TestFaultStatementTimeLimit(t *testing.T) {
 			if !errors.Is(err, namedlock.ErrNotAcquired) || !errors.Is(err, context.DeadlineExceeded) {
 				t.Errorf("Acquire = %v, want ErrNotAcquired and context.DeadlineExceeded", err)
 			}
+			// contract: ...and without a release it ends at its own 3 s
+			// deadline, not before.
 			if took < 2900*time.Millisecond {
 				t.Errorf("the wait ended after %v, before its 3 s deadline", took)
 			}
@@ -185,6 +192,8 @@ func killOnWait(t *testing.T, srv *testdb.Server, kill, reason string) {
 	var r result
 	select {
 	case r = <-done:
+	// contract: a KILL of the waiting session ends Acquire
+	// (docs/guarantees.md); 5 s only ends a wait for one that hangs.
 	case <-time.After(5 * time.Second):
 		t.Fatalf("Acquire did not return within 5 s of %s", kill)
 	}

@@ -63,6 +63,8 @@ func TestHeldCountCloseDuringMint(t *testing.T) {
 		if r.err == nil || !errors.Is(r.err, namedlock.ErrClosed) {
 			t.Errorf("Acquire across Close = %v, %v; want ErrClosed", r.k, r.err)
 		}
+	// contract: the acquisition across Close ends once the fence row is
+	// released; 20 s only ends a wait for one that hangs.
 	case <-time.After(20 * time.Second):
 		t.Fatal("the acquisition did not end within 20 s of the fence row's release")
 	}

@@ -98,6 +98,7 @@ func holderOf(t testing.TB, db *sql.DB, name string) int64 {
 // a moment after the KILL returns. 0 means free.
 func noHolderWithin(t testing.TB, db *sql.DB, name string, d time.Duration) int64 {
 	t.Helper()
+	// contract: the caller's; d only ends a wait for a lock never freed.
 	deadline := time.Now().Add(d)
 	for {
 		id := holderOf(t, db, name)
@@ -159,6 +160,8 @@ func mustAcquire(t testing.TB, l *namedlock.Locker, key string) *namedlock.Lock 
 // fails the test with what in the latter case.
 func eventually(t testing.TB, d time.Duration, what string, cond func() bool) {
 	t.Helper()
+	// contract: the caller's (what); d is a generous bound on something
+	// that must happen, and only ends a wait for what never comes.
 	deadline := time.Now().Add(d)
 	for !cond() {
 		if time.Now().After(deadline) {
@@ -271,6 +274,8 @@ func returnsWithin(t testing.TB, d time.Duration, what string, fn func()) {
 		defer close(done)
 		fn()
 	}()
+	// contract: the caller's (what); d is a generous bound on a call that
+	// must return, and only ends a wait for one that hangs.
 	select {
 	case <-done:
 	case <-time.After(d):

@@ -103,7 +103,9 @@ func TestReleaseRightAfterKill(t *testing.T) {
 
 // TestNotReentrant: a goroutine that holds a key and acquires it again
 // waits for itself until its ctx ends; a caller queued behind a holder of
-// the same Locker leaves the queue cleanly when its ctx ends.
+// the same Locker leaves the queue cleanly when its ctx ends. (That the
+// wait ends exactly at the deadline: TestOrderingReentrantWaitsForCtx, in
+// fake time.)
 func TestNotReentrant(t *testing.T) {
 	t.Parallel()
 	in := newInstance(t, "")
@@ -111,12 +113,8 @@ func TestNotReentrant(t *testing.T) {
 	k := mustAcquire(t, in.locker, key)
 	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
 	defer cancel()
-	start := time.Now()
 	if _, err := in.locker.Acquire(ctx, key); !errors.Is(err, namedlock.ErrNotAcquired) || !errors.Is(err, context.DeadlineExceeded) {
 		t.Errorf("re-entrant Acquire = %v, want ErrNotAcquired+DeadlineExceeded", err)
-	}
-	if el := time.Since(start); el < 150*time.Millisecond || el > time.Second {
-		t.Errorf("returned after %v", el)
 	}
 	if st := in.locker.Stats(); st.Queued != 0 || st.Waiting != 0 || st.Held != 1 {
 		t.Errorf("Stats = %+v, want nothing queued or waiting, 1 held", st)

@@ -167,6 +167,8 @@ func TestReviewCloseWaitsForBeginAtHead(t *testing.T) {
 	case err := <-closed:
 		returned = true
 		t.Logf("%s: Close returned %v with B's BEGIN still waiting", srv.Name, err)
+	// contract: Close does not wait for a caller not yet at the server
+	// (Locker.Close); bound only ends a wait for a Close that hangs.
 	case <-time.After(bound):
 		t.Errorf("%s: Close has not returned after %v: it waits for B's BEGIN at the head of its queue, which waits for the app pool's connection (held by Close's own caller)", srv.Name, bound)
 	}

@@ -72,6 +72,8 @@ func TestReviewSnapshotOlderThanMintWait(t *testing.T) {
 			killSession(t, adm, holderOf(t, adm, name))
 			select {
 			case <-zl.Done():
+			// contract: a lost lock is reported within keep-alive + check timeout
+			// (docs/guarantees.md); 30 s is generous.
 			case <-time.After(30 * time.Second):
 				t.Fatal("Z's loss was never reported")
 			}

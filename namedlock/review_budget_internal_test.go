@@ -114,6 +114,8 @@ func TestReviewBudgetBackToZero(t *testing.T) {
 	}
 	select {
 	case <-lost.Done():
+	// contract: a lost lock is reported within keep-alive + check timeout
+	// (docs/guarantees.md); 15 s is generous.
 	case <-time.After(15 * time.Second):
 		t.Fatal("the loss was not found")
 	}
@@ -210,8 +212,10 @@ func TestReviewBudgetLimitLoweredUnderReservation(t *testing.T) {
 	_ = kb.Release(ctx)
 	err = <-res
 	t.Logf("DoMulti of 3 keys, limit lowered from 3 to 2 mid-way: %v after %v (%v after b was released)", err, time.Since(start).Round(time.Millisecond), time.Since(released).Round(time.Millisecond))
-	// Generous: the DoMulti's ctx allows 20 s; an answer comes in
-	// milliseconds, or a recheck of the limit later.
+	// contract: a DoMulti that cannot get a connection only it could give
+	// back ends at once (connBudget): done, or refused. Generous: its ctx
+	// allows 20 s; an answer comes in milliseconds, or at a recheck of the
+	// limit (recheckEvery) later.
 	if err != nil && (!errors.Is(err, ErrInvalidArgument) || time.Since(released) > 10*time.Second) {
 		t.Errorf("DoMulti = %v after %v; it waited for a connection only it could give back (want it to end at once: done, or refused)", err, time.Since(released))
 	}
@@ -258,6 +262,8 @@ func TestReviewBudgetLimitRaisedWakesNoWaiter(t *testing.T) {
 		if err != nil {
 			t.Error(err)
 		}
+	// contract: a raised limit grants a waiting DoMulti at its next recheck
+	// (connBudget, recheckEvery); 10 s only ends a wait that never does.
 	case <-time.After(10 * time.Second):
 		t.Errorf("the DoMulti still waits 10 s after the limit was raised to 3 with 2 units free (used %d)", budgetUsed(l))
 	}

@@ -173,6 +173,8 @@ func TestReviewR1PlainCloseDuringCommit(t *testing.T) {
 			}()
 			select {
 			case <-g.at:
+			// contract: (the premise) the COMMIT is reached; 20 s only ends a wait
+			// for one that never is.
 			case <-time.After(20 * time.Second):
 				t.Fatal("the COMMIT was not reached")
 			}
@@ -286,9 +288,14 @@ func earlyHandoffLoss(t *testing.T, srv *testdb.Server, mode txMode) {
 	}()
 	select {
 	case <-g.at:
+	// contract: (the premise) A's COMMIT is reached; 20 s only ends a wait
+	// for one that never is.
 	case <-time.After(20 * time.Second):
 		t.Fatalf("A's COMMIT not reached; Stats %+v", l.Stats())
 	}
+	// contract: A hands its lock on before its COMMIT has returned (the
+	// premise of the test); 5 s only ends a wait for a handoff that never
+	// comes.
 	for deadline := time.Now().Add(5 * time.Second); l.Stats().Handoffs == 0; time.Sleep(time.Millisecond) {
 		if time.Now().After(deadline) {
 			t.Fatalf("A did not hand its lock on early; Stats %+v", l.Stats())
@@ -296,6 +303,8 @@ func earlyHandoffLoss(t *testing.T, srv *testdb.Server, mode txMode) {
 	}
 	select {
 	case <-provedA:
+	// contract: A's handoff is proven; 20 s only ends a wait for a proof
+	// that never comes.
 	case <-time.After(20 * time.Second):
 		t.Fatal("A's handoff proof not done")
 	}

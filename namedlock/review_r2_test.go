@@ -292,6 +292,8 @@ func TestReviewR2NestedCallIgnoresCallerDeadline(t *testing.T) {
 		if !errors.Is(err, context.DeadlineExceeded) {
 			t.Errorf("DoBatch: %v, want its caller's deadline", err)
 		}
+	// contract: DoBatch returns at its caller's 1 s deadline; 6 s only
+	// catches one that blocks.
 	case <-time.After(6 * time.Second):
 		t.Errorf("DoBatch with a 1 s ctx still blocked after 6 s: its section's nested Do on the same key waits on a ctx that never ends with the caller's")
 		_ = f.in.locker.Close()

@@ -88,6 +88,9 @@ func TestReviewR3TryDoFalseNilWhileNobodyHolds(t *testing.T) {
 	if ran || berr != nil {
 		t.Errorf("TryDo while another caller of this Locker is taking the key = %v, %v; want false, nil (documented: the key counts as held)", ran, berr)
 	}
+	// contract: TryDo answers at once while another caller of its Locker
+	// is taking the key (TryDo; TryAcquire): not after the connection wait,
+	// which ends only when A is cancelled; 2 s is the generous bound.
 	if took > 2*time.Second {
 		t.Errorf("TryDo took %v: it waited for the other caller (or a connection) instead of answering at once", took)
 	}
@@ -170,6 +173,9 @@ func TestReviewR3TryDoAfterOwnCall(t *testing.T) {
 				if mode == "Do" {
 					t.Fatalf("after Do returned, TryDo by the same (only) caller answered (false, nil)")
 				}
+				// contract: the group worker lets go of the key soon
+				// after DoBatch returns; 10 s only ends a wait for one
+				// that never does.
 				if time.Now().After(deadline) {
 					t.Fatalf("after DoBatch returned, TryDo answered (false, nil) for 10 s: the group worker never let go")
 				}

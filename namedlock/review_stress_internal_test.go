@@ -77,9 +77,14 @@ func stress(t *testing.T, db1, db2 *sql.DB) {
 					err = l.DoMulti(ctx, ks, func(context.Context) error { time.Sleep(time.Duration(r.IntN(5)) * time.Millisecond); return nil })
 				}
 				cancel()
+				// contract: no deadlock: a call with no short deadline
+				// ends, its waits only for sections of a few ms; 8 s only
+				// catches one that does not.
 				if took := time.Since(start); budget == 30*time.Second && took > 8*time.Second {
 					t.Errorf("a call with no short deadline took %v: %v", took, err)
 				}
+				// contract: a call returns once its ctx ends (Acquire);
+				// 5 s past it only catches one that does not.
 				if over := time.Since(start) - budget; over > 5*time.Second {
 					t.Errorf("a call returned %v past its ctx: %v", over, err)
 				}

@@ -142,6 +142,8 @@ func newChainSetup(t *testing.T) *chainSetup {
 // poll waits until cond holds, for at most 10 s.
 func poll(t testing.TB, what string, cond func() bool) {
 	t.Helper()
+	// contract: the caller's (what); the 10 s only ends a wait for what
+	// never comes.
 	deadline := time.Now().Add(10 * time.Second)
 	for !cond() {
 		if time.Now().After(deadline) {

@@ -271,6 +271,8 @@ func TestSerializableHandsOnBeforeCommit(t *testing.T) {
 // waitQueued waits until n callers of l wait for a lock.
 func waitQueued(t testing.TB, l *namedlock.Locker, n int) {
 	t.Helper()
+	// contract: the callers the test started queue; the 10 s only ends a
+	// wait for callers that never do.
 	deadline := time.Now().Add(10 * time.Second)
 	for l.Stats().Waiting < n {
 		if time.Now().After(deadline) {

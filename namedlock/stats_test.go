@@ -67,7 +67,6 @@ func TestStatsAndObserver(t *testing.T) {
 		st := a.locker.Stats()
 		return st.Queued == 1 && st.Waiting == 1
 	})
-	time.Sleep(20 * time.Millisecond) // some wait time to measure
 	if err := k.Release(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -79,9 +78,8 @@ func TestStatsAndObserver(t *testing.T) {
 	if st.Held != 1 || st.Acquired != 2 || st.Handoffs != 1 || st.ServerAcquisitions != 1 || st.Waiting != 0 || st.Queued != 0 {
 		t.Errorf("after the handoff: %+v", st)
 	}
-	if st.WaitDuration < 20*time.Millisecond {
-		t.Errorf("WaitDuration = %v, want at least the 20ms the second caller waited", st.WaitDuration)
-	}
+	// WaitDuration's count of that wait, and the events' Wait and Held:
+	// TestOrderingWaitDurationCounted, exactly, in fake time.
 	wantInUse(t, a.db, 1) // one session, passed on
 	if err := k2.Release(ctx); err != nil {
 		t.Fatal(err)
@@ -111,9 +109,6 @@ func TestStatsAndObserver(t *testing.T) {
 			released++
 		case e.Outcome == namedlock.Acquired && e.Handoff:
 			handedOff++
-			if e.Wait < 20*time.Millisecond {
-				t.Errorf("handoff Acquired event: Wait %v, want at least 20ms", e.Wait)
-			}
 		}
 	}
 	if released != 2 || handedOff != 1 {
@@ -122,11 +117,8 @@ func TestStatsAndObserver(t *testing.T) {
 	if e := evA[len(evA)-1]; e.Outcome != namedlock.Released {
 		t.Errorf("a's last event = %+v, want Released", e)
 	}
-	for _, e := range evA[1:3] {
-		if e.Outcome == namedlock.Released && e.Held < 20*time.Millisecond {
-			t.Errorf("first Released event: Held %v, want at least 20ms", e.Held)
-		}
-	}
+	// The events' Wait and Held: TestOrderingWaitDurationCounted, exactly,
+	// in fake time.
 	evB := logB.snapshot()
 	if len(evB) != 1 || evB[0].Outcome != namedlock.NotAcquired || !errors.Is(evB[0].Err, namedlock.ErrNotAcquired) || evB[0].Key != key {
 		t.Errorf("b's events = %+v, want one NotAcquired", evB)

@@ -77,6 +77,9 @@ func TestTryAcquireAnswersFast(t *testing.T) {
 	}
 	slices.Sort(took)
 	t.Logf("%s: TryAcquire of a key held by a plain GET_LOCK session, 20 tries: p50 %v, max %v", srv.Name, took[len(took)/2], took[len(took)-1])
+	// contract: TryAcquire answers at once on every server
+	// (docs/servers.md), also on TiDB, where GET_LOCK(name, 0) waits 1 s:
+	// 100 ms is the generous bound that still tells them apart.
 	if max := took[len(took)-1]; max > 100*time.Millisecond {
 		t.Errorf("TryAcquire of a held key took up to %v, want at most 100 ms", max)
 	}
@@ -317,10 +320,18 @@ func holdPastMaxTxnTTL(t *testing.T, l *namedlock.Locker, srv *tidbtest.Server) 
 	if !errors.Is(err, namedlock.ErrLockLost) {
 		t.Errorf("Do = %v, want ErrLockLost", err)
 	}
+	// contract: the loss is reported before another session can be
+	// granted the lock (docs/servers.md, the hold limit)...
 	if lostAt >= granted {
 		t.Errorf("reported lost at %v, not before the other session got the lock at %v", lostAt, granted)
 	}
-	if lostAt < 3*time.Second || lostAt > 5*time.Second {
-		t.Errorf("reported lost %v after the acquisition, want before the 5 s max-txn-ttl and not long before (4 s: a margin of 1 s)", lostAt)
+	// contract: ...at the latest at the 5 s max-txn-ttl...
+	if lostAt > 5*time.Second {
+		t.Errorf("reported lost %v after the acquisition, want before the 5 s max-txn-ttl", lostAt)
+	}
+	// contract: ...and not long before: a tenth of it, at least 1 s,
+	// earlier (4 s); 3 s leaves a second for the wall clock.
+	if lostAt < 3*time.Second {
+		t.Errorf("reported lost %v after the acquisition, want not long before the 5 s max-txn-ttl (4 s: a margin of 1 s)", lostAt)
 	}
 }

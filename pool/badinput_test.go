@@ -312,6 +312,8 @@ func adminExec(t *testing.T, admin *sql.DB, stmt string) {
 		if err == nil {
 			return
 		}
+		// contract: the statement works once the server has the user
+		// record; settleTime only ends a wait for what never comes.
 		if time.Now().After(deadline) {
 			t.Fatalf("%s: %v", stmt, err)
 		}
@@ -342,6 +344,8 @@ func untilLogin(t *testing.T, netw, addr, user, pw, noDB string) {
 			continue
 		}
 		ok = 0
+		// contract: the login works once the server has the account;
+		// settleTime only ends a wait for what never comes.
 		if time.Now().After(deadline) {
 			t.Fatalf("user %s cannot log in with its password after %v: %v", user, settleTime, err)
 		}

@@ -117,6 +117,8 @@ func TestKeepAliveLostCancelsJob(t *testing.T) {
 	if !errors.Is(cause, ErrLeaseLost) {
 		t.Fatalf("cause %v", cause)
 	}
+	// contract: the keep-alive finds the lease lost at its next extension,
+	// every KeepAlive (Config.KeepAlive); 500 ms is 10× the 50 ms.
 	if noticed > 500*time.Millisecond {
 		t.Errorf("noticed the theft after %v with KeepAlive 50ms", noticed)
 	}
@@ -141,6 +143,9 @@ func TestKeepAliveUncertainBecomesLost(t *testing.T) {
 	}
 	began := time.Now()
 	_ = own.Close() // every extension now fails
+	// contract: a keep-alive that cannot reach the database calls the
+	// lease lost once lock_until may have passed (LockAtMostFor, 400 ms);
+	// 2 s is 5× that.
 	select {
 	case <-lease.Done():
 	case <-time.After(2 * time.Second):
@@ -152,6 +157,8 @@ func TestKeepAliveUncertainBecomesLost(t *testing.T) {
 		t.Fatalf("Err %v", err)
 	}
 	checkMessage(t, err)
+	// contract: ...and not before: lock_until, set when Lock ran just
+	// before began, may not have passed earlier.
 	if took < 300*time.Millisecond {
 		t.Errorf("lost after %v: before LockAtMostFor 400ms", took)
 	}

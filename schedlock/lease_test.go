@@ -260,8 +260,9 @@ func TestUnlockWaitsForHeldUpExtension(t *testing.T) {
 			t.Fatalf("Unlock: %v; want its timeout and the cut-off extension", err)
 		}
 		checkMessage(t, err)
-		// One deadline for the wait and the statement: a timeout for
-		// each would take at least twice the unlock timeout.
+		// contract: one deadline for the wait and the statement
+		// (WithUnlockTimeout): a timeout for each would take at least
+		// twice the unlock timeout, the bound that tells them apart.
 		if took >= 2*unlockTimeout {
 			t.Errorf("Unlock took %v with an unlock timeout of %v", took, unlockTimeout)
 		}
@@ -286,6 +287,9 @@ func TestUnlockWaitsForHeldUpExtension(t *testing.T) {
 		}
 		tx := hold(t, openDB(t), table, name)
 		began := time.Now()
+		// contract: the lease's local expiry timer finds it lost at
+		// LockAtMostFor (400 ms) although its extensions are held up;
+		// 5 s, 12× that, only catches a lease never found lost.
 		select {
 		case <-lease.Done():
 		case <-time.After(10 * time.Second):

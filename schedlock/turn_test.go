@@ -55,6 +55,8 @@ func TestLockTimeoutBoundsTheTurn(t *testing.T) {
 	}()
 	// Wait until the stuck Lock's statement is at the server, waiting for
 	// the row.
+	// contract: the stuck Lock's statement reaches the server (the
+	// premise of the test); bound only ends a wait for what never comes.
 	for deadline := time.Now().Add(bound); ; {
 		if statementsOn(t, db, table) > 0 {
 			break
@@ -74,6 +76,9 @@ func TestLockTimeoutBoundsTheTurn(t *testing.T) {
 	if err := l.Unlock(bg); err != nil {
 		t.Error(err)
 	}
+	// contract: a held-up Lock holds up another job's Lock for at most the
+	// lock timeout (WithLockTimeout, 500 ms); bound is 20× that, and below
+	// innodb_lock_wait_timeout, at which the held-up one would end anyway.
 	if took > bound {
 		t.Errorf("Lock of another job waited %v for the held-up one (lock timeout %v)", took, lockTimeout)
 	}

@@ -69,6 +69,8 @@ func TestKill(t *testing.T) {
 	if _, err := b.ExecContext(context.Background(), "KILL "+idA); err != nil {
 		t.Fatalf("KILL %s: %v", idA, err)
 	}
+	// contract: KILL of an idle session releases its locks (doc.go); the
+	// 5 s only ends a wait for a release that never comes.
 	deadline := time.Now().Add(5 * time.Second)
 	for scalar(t, b, "SELECT IS_USED_LOCK('k')").Valid {
 		if time.Now().After(deadline) {
@@ -107,6 +109,8 @@ func TestLockWaitIgnoresKillQueryAndDisconnect(t *testing.T) {
 	err := <-got // nil (GET_LOCK = 0) or error 1105 "context canceled"
 	d := time.Since(start)
 	t.Logf("waiter after KILL QUERY: %v after %v", err, d)
+	// contract: KILL QUERY does not end a GET_LOCK wait (doc.go): sent at
+	// 200 ms, the 2 s wait still lasts past 1.5 s.
 	if d < 1500*time.Millisecond {
 		t.Fatalf("KILL QUERY ended the wait after %v: update doc.go", d)
 	}
@@ -146,6 +150,8 @@ func TestLockWaitIgnoresKillQueryAndDisconnect(t *testing.T) {
 	listed := "SELECT COUNT(*) FROM information_schema.PROCESSLIST WHERE ID = " + idV
 	time.Sleep(300 * time.Millisecond)
 	want(t, "killed waiter listed", scalar(t, killer, listed), "1")
+	// contract: a killed waiter's session stays until its wait ends, and
+	// then goes (doc.go); 5 s after a 1 s wait only ends a hang.
 	deadline := time.Now().Add(5 * time.Second)
 	for scalar(t, killer, listed).String != "0" {
 		if time.Now().After(deadline) {

@@ -65,6 +65,9 @@ func must(t *testing.T, q querier, text string, args ...any) sql.NullString {
 // eventually polls cond every 20 ms for up to d.
 func eventually(t *testing.T, d time.Duration, what string, cond func() bool) {
 	t.Helper()
+	// contract: the caller's; d is a generous bound on something that
+	// must happen (each call says what), and only ends a wait for what
+	// never comes.
 	deadline := time.Now().Add(d)
 	for !cond() {
 		if time.Now().After(deadline) {

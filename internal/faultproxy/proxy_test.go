@@ -59,6 +59,9 @@ func TestBlackholeAndHeal(t *testing.T) {
 	if !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("query through a blackhole: %v, want a deadline error", err)
 	}
+	// contract: a client's deadline still ends its query through a
+	// blackhole (Blackhole: clients time out); 2 s is several times the
+	// 300 ms deadline.
 	if d := time.Since(start); d > 2*time.Second {
 		t.Fatalf("deadline error after %v", d)
 	}
@@ -117,19 +120,28 @@ func TestLatency(t *testing.T) {
 	p.Latency(t, 150*time.Millisecond)
 	start := time.Now()
 	must(t, c, "SELECT 1")
+	// contract: each round trip takes at least d longer (Latency).
 	if d := time.Since(start); d < 150*time.Millisecond {
 		t.Fatalf("round trip with 150 ms latency took %v", d)
 	}
 	p.Latency(t, 400*time.Millisecond) // replaces
 	start = time.Now()
 	must(t, c, "SELECT 1")
-	if d := time.Since(start); d < 400*time.Millisecond || d > 3*time.Second {
+	d := time.Since(start)
+	// contract: a second call's d applies (Latency).
+	if d < 400*time.Millisecond {
+		t.Fatalf("round trip with 400 ms latency took %v", d)
+	}
+	// contract: the delay is d, not unbounded; 3 s is 7× the latency.
+	if d > 3*time.Second {
 		t.Fatalf("round trip with 400 ms latency took %v", d)
 	}
 
 	p.Heal(t)
 	start = time.Now()
 	must(t, c, "SELECT 1")
+	// contract: Heal removes the latency: a round trip is back under the
+	// 400 ms it took (250 ms: generous for a local query, still below).
 	if d := time.Since(start); d > 250*time.Millisecond {
 		t.Fatalf("round trip after Heal took %v", d)
 	}

@@ -281,6 +281,8 @@ func TestStartDockerWithoutEngine(t *testing.T) {
 		return
 	}
 	t.Logf("startDocker: %v after %v", err, time.Since(start))
+	// contract: without an engine the Docker step fails fast: within its
+	// probe's timeout (ProbeTimeout), doubled for slack.
 	if d := time.Since(start); d > 2*ProbeTimeout {
 		t.Fatalf("startDocker took %v to fail", d)
 	}

@@ -205,6 +205,8 @@ func TestObserverAgreesWithStats(t *testing.T) {
 			if math.Abs(waitSum-st.WaitDuration.Seconds()) > 1e-6 {
 				t.Errorf("namedlock.wait.duration: sum %vs, Stats' WaitDuration %v", waitSum, st.WaitDuration)
 			}
+			// contract: FenceWaitDuration counts the time in the mint,
+			// here a wait that ran into the 1 s innodb_lock_wait_timeout.
 			if math.Abs(fenceSum-st.FenceWaitDuration.Seconds()) > 1e-6 || st.FenceWaitDuration < 900*time.Millisecond {
 				t.Errorf("namedlock.fence.wait.duration: sum %vs, Stats' FenceWaitDuration %v (at least the 1 s timeout)", fenceSum, st.FenceWaitDuration)
 			}
@@ -238,6 +240,9 @@ func TestObserverAgreesWithStats(t *testing.T) {
 				}
 				if s.Parent().SpanID() == root.SpanContext().SpanID() {
 					children++
+					// contract: the lock span lasts from the grant
+					// (its acquired event) to the release, past the
+					// caller's 20 ms in its section.
 					if len(s.Events()) != 1 || s.Events()[0].Name != "acquired" || s.EndTime().Sub(s.Events()[0].Time) < 20*time.Millisecond ||
 						s.StartTime().After(s.Events()[0].Time) {
 						t.Errorf("the caller's lock span: start %v, events %v, end %v; want acquired, then held at least 20ms", s.StartTime(), s.Events(), s.EndTime())

@@ -172,6 +172,8 @@ func TestCollectorAgreesWithStats(t *testing.T) {
 				_, s := histogram(fams, "namedlock_fence_wait_seconds", o)
 				fenceSum += s
 			}
+			// contract: FenceWaitDuration counts the time in the mint,
+			// here a wait that ran into the 1 s innodb_lock_wait_timeout.
 			if !near(fenceSum, st.FenceWaitDuration) || st.FenceWaitDuration < 900*time.Millisecond {
 				t.Errorf("namedlock_fence_wait_seconds: sum %vs, Stats' FenceWaitDuration %v (at least the 1 s timeout)", fenceSum, st.FenceWaitDuration)
 			}
