@@ -216,7 +216,7 @@ func (k *Lock) release(ctx context.Context, timeout time.Duration, observe bool)
 // holdEventLocked is the event that ends k's hold (Released or Lost), with
 // what acquire recorded of the acquisition that began it. l.mu held.
 func (k *Lock) holdEventLocked(o Outcome, held time.Duration, err error) Event {
-	return Event{Key: k.key, Outcome: o, Wait: k.obsWait, Held: held, Handoff: k.obsHandoff, Err: err, Context: k.obsCtx}
+	return Event{Key: k.key, Outcome: o, Wait: k.obsWait, Held: held, Handoff: k.obsHandoff, Session: k.sess.id, Err: err, Context: k.obsCtx}
 }
 
 // freeLocked records that k's holder let go of it (Release ran, once) and
@@ -339,7 +339,7 @@ func (l *Locker) lostCommitsLocked(s *session, proved time.Time, loss error) []E
 	for _, c := range s.earlyCommits {
 		if c.at.After(proved) {
 			l.stats.lostCommits.Add(1)
-			evs = append(evs, Event{Key: c.key, Outcome: Lost, Err: forKey(c.key, loss), Context: c.ctx})
+			evs = append(evs, Event{Key: c.key, Outcome: Lost, Session: s.id, Err: forKey(c.key, loss), Context: c.ctx})
 		}
 	}
 	s.earlyCommits = nil
@@ -365,7 +365,7 @@ func (l *Locker) earlyCommitted(ctx context.Context, k *Lock) {
 	if s.lost {
 		l.mu.Unlock()
 		l.stats.lostCommits.Add(1)
-		l.observe(Event{Key: k.key, Outcome: Lost, Err: forKey(k.key, lost("found lost before this transaction's COMMIT returned, after it was handed on", nil)), Context: ctx})
+		l.observe(Event{Key: k.key, Outcome: Lost, Session: s.id, Err: forKey(k.key, lost("found lost before this transaction's COMMIT returned, after it was handed on", nil)), Context: ctx})
 		return
 	}
 	kept := s.earlyCommits[:0]

@@ -216,6 +216,7 @@ func (s *server) take(callerCtx, ctx context.Context, key, name string, try bool
 		p.expiry = sent.Add(limit)
 	}
 	testhook.Granted(name, id)
+	p.id = id
 	if !s.pooled {
 		if secs := int64((s.lease + time.Second - 1) / time.Second); waitTimeout != secs {
 			if _, err := conn.ExecContext(ctx, "SET SESSION wait_timeout = "+strconv.FormatInt(secs, 10)); err != nil {
@@ -550,9 +551,12 @@ type pinned struct {
 	name   string
 	arg    any       // name as a statement argument, converted once
 	expiry time.Time // see link.expires; zero: none
+	id     int64     // see link.sessionID; 0: not known
 }
 
 func (p *pinned) expires() time.Time { return p.expiry }
+
+func (p *pinned) sessionID() int64 { return p.id }
 
 func (p *pinned) owns(ctx context.Context, deadline time.Time) (bool, error) {
 	var answer [1]sql.NullInt64
