@@ -13,7 +13,6 @@ import (
 
 	"github.com/namedlock/mysql/internal/flavor"
 	"github.com/namedlock/mysql/internal/lockconn"
-	"github.com/namedlock/mysql/internal/testhook"
 	"github.com/namedlock/mysql/pool"
 )
 
@@ -215,7 +214,6 @@ func (s *server) take(callerCtx, ctx context.Context, key, name string, try bool
 	if limit := time.Duration(s.holdLimit.Load()); limit > 0 {
 		p.expiry = sent.Add(limit)
 	}
-	testhook.Granted(name, id)
 	p.id = id
 	if !s.pooled {
 		if secs := int64((s.lease + time.Second - 1) / time.Second); waitTimeout != secs {
