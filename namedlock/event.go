@@ -64,6 +64,16 @@ type Event struct {
 	FenceWait time.Duration // FencedTx: time the mint took (waiting for the fence row)
 	Err       error         // NotAcquired, Lost, FencedTx, and unconfirmed releases
 
+	// Session is, for Acquired, Released and Lost, the server's connection
+	// id (CONNECTION_ID()) of the session that holds the lock at the
+	// server: what an operator passes to KILL CONNECTION to take a stuck
+	// lock back. A handoff keeps the session, so the Acquired event of a
+	// handoff carries the id of the acquisition it came from. On TiDB,
+	// whose IS_USED_LOCK names no holder, it is the only way to learn it.
+	// 0 when it is not known (another outcome, or a server that did not
+	// show it).
+	Session int64
+
 	// Context is the ctx the lock was acquired (or tried) with, for a trace
 	// span's parent; nil in a Lost or Released event of a lock found lost
 	// before its acquisition was reported. It is given to the observer to

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/namedlock/mysql/internal/testdb"
+	"github.com/namedlock/mysql/keyfmt"
 	"github.com/namedlock/mysql/namedlock"
 )
 
@@ -90,4 +91,112 @@ func mustAcquireCtx(t *testing.T, ctx context.Context, l *namedlock.Locker, key 
 		t.Fatalf("Acquire %s: %v", key, err)
 	}
 	return k
+}
+
+// TestEventSessionNamesTheHolder: an Acquired event's Session is the server
+// session that holds the lock: the id IS_USED_LOCK names (where it names
+// one: not on TiDB). A handoff keeps the session: the Acquired event of the
+// caller it goes to, and the Released event of the caller it leaves, carry
+// the same id. A KILL CONNECTION of that id, what an operator does with a
+// stuck lock, takes the lock back: the holder is told (a Lost event with
+// the same id), and the lock taken again from the server is on another
+// session, which its Acquired event names.
+func TestEventSessionNamesTheHolder(t *testing.T) {
+	srv := testdb.RequireReal(t)
+	leakCheck(t)
+	var log eventLog
+	in := newInstance(t, "", namedlock.WithKeepAlive(100*time.Millisecond), namedlock.WithHandoff(8, time.Minute), namedlock.WithObserver(log.add))
+	adm := admin(t)
+	ctx := testCtx(t, 20*time.Second)
+	key := uniqueKey(t, "k")
+	name := keyfmt.Portable(key)
+	// acquired returns the Session of the last Acquired event logged with
+	// the given Handoff; ended, the Sessions of the events logged with
+	// outcome o; named checks an Acquired event's Session against the
+	// server.
+	acquired := func(handoff bool) int64 {
+		t.Helper()
+		var ids []int64
+		for _, e := range log.snapshot() {
+			if e.Outcome == namedlock.Acquired && e.Handoff == handoff {
+				ids = append(ids, e.Session)
+			}
+		}
+		if len(ids) == 0 {
+			t.Fatalf("no Acquired event with Handoff %v: %+v", handoff, log.snapshot())
+		}
+		return ids[len(ids)-1]
+	}
+	ended := func(o namedlock.Outcome) []int64 {
+		var ids []int64
+		for _, e := range log.snapshot() {
+			if e.Outcome == o {
+				ids = append(ids, e.Session)
+			}
+		}
+		return ids
+	}
+	named := func(id int64) {
+		t.Helper()
+		if id == 0 {
+			t.Fatal("Acquired event with Session 0 on a real server")
+		}
+		if srv.Flavor.NamesHolder() {
+			if h := holderOf(t, adm, name); h != id {
+				t.Errorf("Acquired event's Session = %d, IS_USED_LOCK = %d", id, h)
+			}
+		}
+	}
+
+	first := mustAcquireCtx(t, ctx, in.locker, key)
+	session := acquired(false)
+	named(session)
+	got := make(chan *namedlock.Lock, 1)
+	go func() {
+		k, err := in.locker.Acquire(ctx, key)
+		if err != nil {
+			t.Errorf("Acquire by handoff: %v", err)
+		}
+		got <- k
+	}()
+	eventually(t, 5*time.Second, "the second caller never queued behind the first", func() bool { return in.locker.Stats().Queued == 1 })
+	if err := first.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	second := <-got
+	if second == nil {
+		t.FailNow()
+	}
+	if id := acquired(true); id != session {
+		t.Errorf("handoff's Acquired event: Session %d, want %d (the session handed over)", id, session)
+	}
+	if ids := ended(namedlock.Released); len(ids) != 1 || ids[0] != session {
+		t.Errorf("Released events' Sessions %v, want [%d]", ids, session)
+	}
+	named(session)
+
+	killSession(t, adm, session)
+	select {
+	case <-second.Done():
+	case <-time.After(5 * time.Second):
+		t.Fatal("loss not detected within 5 s of the KILL")
+	}
+	if err := second.Release(ctx); !errors.Is(err, namedlock.ErrLockLost) {
+		t.Errorf("Release of the killed session's lock = %v, want ErrLockLost", err)
+	}
+	// The holder is told (Done) just before its observer is.
+	eventually(t, 5*time.Second, "no Lost event", func() bool { return len(ended(namedlock.Lost)) != 0 })
+	if ids := ended(namedlock.Lost); len(ids) != 1 || ids[0] != session {
+		t.Errorf("Lost events' Sessions %v, want [%d]", ids, session)
+	}
+
+	third := mustAcquireCtx(t, ctx, in.locker, key)
+	again := acquired(false)
+	if again == session {
+		t.Errorf("lock taken again after the KILL of session %d: Acquired event names the same session", session)
+	}
+	named(again)
+	if err := third.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
 }

@@ -36,11 +36,14 @@ func newFakeServer(rtt time.Duration) *fakeServer {
 type fakeLink struct {
 	f      *fakeServer
 	name   string
+	id     int64 // its session's id: the number of its take at f
 	expiry time.Time
 	killed bool // guarded by f.mu
 }
 
 func (ln *fakeLink) expires() time.Time { return ln.expiry }
+
+func (ln *fakeLink) sessionID() int64 { return ln.id }
 
 func (f *fakeServer) close() {}
 
@@ -66,12 +69,12 @@ func (f *fakeServer) take(callerCtx, ctx context.Context, key, name string, try 
 		f.mu.Lock()
 		f.stmts++
 		if f.holders[name] == nil {
-			ln := &fakeLink{f: f, name: name}
+			f.takes++
+			ln := &fakeLink{f: f, name: name, id: int64(f.takes)}
 			if f.holdLimit > 0 {
 				ln.expiry = time.Now().Add(f.holdLimit)
 			}
 			f.holders[name] = ln
-			f.takes++
 			f.mu.Unlock()
 			return ln, nil
 		}

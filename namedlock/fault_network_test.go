@@ -29,7 +29,7 @@ func faultProxied(t *testing.T, lease, keepAlive, checkTimeout time.Duration) (*
 	p := faultproxy.New(t, cfg.Addr)
 	t.Logf("lock pool through a fault proxy at %s to %s", p.Addr(), cfg.Addr)
 	db := openPool(t, p.DSN(srv.DSN), pool.WithLease(lease))
-	l, err := namedlock.New(db, namedlock.WithKeepAlive(keepAlive), namedlock.WithCheckTimeout(checkTimeout))
+	l, err := namedlock.New(db, namedlock.RecordHolders(t, namedlock.WithKeepAlive(keepAlive), namedlock.WithCheckTimeout(checkTimeout))...)
 	if err != nil {
 		t.Fatal(err)
 	}

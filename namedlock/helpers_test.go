@@ -47,14 +47,16 @@ func openPool(t testing.TB, dsn string, opts ...pool.Option) *sql.DB {
 }
 
 // newInstance opens a lock pool and a Locker on the test server (or dsn if
-// given), both closed at the end of the test (the Locker first).
+// given), both closed at the end of the test (the Locker first). The
+// Locker records its holders for holderOf (namedlock.RecordHolders), as
+// every Locker the helpers make does.
 func newInstance(t testing.TB, dsn string, opts ...namedlock.Option) *instance {
 	t.Helper()
 	if dsn == "" {
 		dsn = testdb.Get(t).DSN
 	}
 	db := openPool(t, dsn)
-	l, err := namedlock.New(db, opts...)
+	l, err := namedlock.New(db, namedlock.RecordHolders(t, opts...)...)
 	if err != nil {
 		t.Fatalf("namedlock.New: %v", err)
 	}
@@ -62,11 +64,12 @@ func newInstance(t testing.TB, dsn string, opts ...namedlock.Option) *instance {
 	return &instance{db: db, locker: l}
 }
 
-// mustNew returns namedlock.New(db, opts...), failing the test on an error.
-// The caller closes the Locker.
+// mustNew returns namedlock.New(db, opts...), recording its holders for
+// holderOf (namedlock.RecordHolders), failing the test on an error. The
+// caller closes the Locker.
 func mustNew(t testing.TB, db *sql.DB, opts ...namedlock.Option) *namedlock.Locker {
 	t.Helper()
-	l, err := namedlock.New(db, opts...)
+	l, err := namedlock.New(db, namedlock.RecordHolders(t, opts...)...)
 	if err != nil {
 		t.Fatalf("namedlock.New: %v", err)
 	}
@@ -113,7 +116,7 @@ func noHolderWithin(t testing.TB, db *sql.DB, name string, d time.Duration) int6
 func newInstanceWithPool(t testing.TB, poolOpts []pool.Option, opts ...namedlock.Option) *instance {
 	t.Helper()
 	db := openPool(t, testdb.Get(t).DSN, poolOpts...)
-	l, err := namedlock.New(db, opts...)
+	l, err := namedlock.New(db, namedlock.RecordHolders(t, opts...)...)
 	if err != nil {
 		t.Fatalf("namedlock.New: %v", err)
 	}

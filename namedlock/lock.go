@@ -175,7 +175,7 @@ func (l *Locker) lostCommitsLocked(s *session, proved time.Time, loss error) []E
 	for _, c := range s.earlyCommits {
 		if c.at.After(proved) {
 			l.stats.lostCommits.Add(1)
-			evs = append(evs, Event{Key: c.key, Outcome: Lost, Err: forKey(c.key, loss), Context: c.ctx})
+			evs = append(evs, Event{Key: c.key, Outcome: Lost, Session: s.id, Err: forKey(c.key, loss), Context: c.ctx})
 		}
 	}
 	s.earlyCommits = nil
@@ -201,7 +201,7 @@ func (l *Locker) earlyCommitted(ctx context.Context, k *Lock) {
 	if s.lost {
 		l.mu.Unlock()
 		l.stats.lostCommits.Add(1)
-		l.observe(Event{Key: k.key, Outcome: Lost, Err: forKey(k.key, lost("found lost before this transaction's COMMIT returned, after it was handed on", nil)), Context: ctx})
+		l.observe(Event{Key: k.key, Outcome: Lost, Session: s.id, Err: forKey(k.key, lost("found lost before this transaction's COMMIT returned, after it was handed on", nil)), Context: ctx})
 		return
 	}
 	kept := s.earlyCommits[:0]

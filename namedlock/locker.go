@@ -253,7 +253,7 @@ func (l *Locker) acquire(ctx context.Context, key string, try, mint bool, e earl
 		l.mu.Lock()
 		k.obsCtx, k.obsWait, k.obsHandoff = ctx, wait, handoff
 		l.mu.Unlock()
-		l.observe(Event{Key: key, Outcome: Acquired, Wait: wait, Handoff: handoff, Context: ctx})
+		l.observe(Event{Key: key, Outcome: Acquired, Wait: wait, Handoff: handoff, Session: k.sess.id, Context: ctx})
 	}
 	return k, nil
 }

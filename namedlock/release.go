@@ -201,7 +201,7 @@ func (k *Lock) freeLocked() time.Duration {
 // holdEventLocked is the event that ends k's hold (Released or Lost), with
 // what acquire recorded of the acquisition that began it. l.mu held.
 func (k *Lock) holdEventLocked(o Outcome, held time.Duration, err error) Event {
-	return Event{Key: k.key, Outcome: o, Wait: k.obsWait, Held: held, Handoff: k.obsHandoff, Err: err, Context: k.obsCtx}
+	return Event{Key: k.key, Outcome: o, Wait: k.obsWait, Held: held, Handoff: k.obsHandoff, Session: k.sess.id, Err: err, Context: k.obsCtx}
 }
 
 // nextHolderLocked is the Lock that a handoff of k's session gives the

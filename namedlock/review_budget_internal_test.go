@@ -49,7 +49,7 @@ func reviewPool(t *testing.T, maxConns int) (*sql.DB, *sql.DB) {
 // and enough of them stop every Locker of the pool.
 func TestReviewBudgetBackToZero(t *testing.T) {
 	db, admin := reviewPool(t, 3)
-	l1, err := New(db, WithKeepAlive(200*time.Millisecond), WithCheckTimeout(2*time.Second))
+	l1, err := New(db, RecordHolders(t, WithKeepAlive(200*time.Millisecond), WithCheckTimeout(2*time.Second))...)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -31,7 +31,7 @@ import (
 func TestReviewDSNPseudoThreadIDKillsAnotherInstance(t *testing.T) {
 	victimDB, admin := reviewPool(t, 4)
 	srv := testdb.RequireReal(t)
-	victim, err := New(victimDB, WithKeepAlive(20*time.Second), WithCheckTimeout(5*time.Second))
+	victim, err := New(victimDB, RecordHolders(t, WithKeepAlive(20*time.Second), WithCheckTimeout(5*time.Second))...)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -17,6 +17,7 @@ import (
 	"github.com/namedlock/mysql/internal/testdb"
 	"github.com/namedlock/mysql/keyfmt"
 	"github.com/namedlock/mysql/namedlock"
+	"github.com/namedlock/mysql/pool"
 )
 
 // r2Hooked is an application pool whose connections go through a net.Conn
@@ -125,7 +126,11 @@ func TestReviewR2ZombieMintFakesCommittedGroup(t *testing.T) {
 	a, table := fenced(t, app)
 	zdb := testdb.OpenDB(t, srv.DSN)
 	zdb.SetMaxOpenConns(1)
-	z := newInstance(t, "", namedlock.WithFencing(zdb, table), namedlock.WithHandoff(0, 0))
+	// Z's lock pool has one connection: the session of every lock Z takes
+	// is known before Z takes it (zid, below). testdb.HolderOf on TiDB
+	// learns a lock's session from its Acquired event, which Z's
+	// acquisition sends only after its mint, and the mint waits here.
+	z := newInstanceWithPool(t, []pool.Option{pool.WithMaxConns(1)}, namedlock.WithFencing(zdb, table), namedlock.WithHandoff(0, 0))
 	adm := admin(t)
 	ctr := counterTable(t, sqlx.NewDb(app, "mysql"), 1)
 	key := uniqueKey(t, "zombie")
@@ -138,6 +143,11 @@ func TestReviewR2ZombieMintFakesCommittedGroup(t *testing.T) {
 		t.Fatal(err)
 	}
 	if err := a.locker.DoBatch(ctx, warm, app, func(context.Context, *sql.Tx) error { return nil }); err != nil {
+		t.Fatal(err)
+	}
+
+	var zid int64 // the session of Z's only lock connection
+	if err := z.db.QueryRowContext(ctx, "SELECT CONNECTION_ID()").Scan(&zid); err != nil {
 		t.Fatal(err)
 	}
 
@@ -154,8 +164,11 @@ func TestReviewR2ZombieMintFakesCommittedGroup(t *testing.T) {
 		}
 		zdone <- err
 	}()
-	var zid int64
-	eventually(t, 10*time.Second, "Z granted the lock", func() bool { zid = holderOf(t, adm, name); return zid != 0 })
+	var held int64
+	eventually(t, 10*time.Second, "Z granted the lock", func() bool { held = holderOf(t, adm, name); return held != 0 })
+	if srv.Flavor.NamesHolder() && held != zid {
+		t.Fatalf("the lock is held by session %d, not by Z's only lock connection, session %d", held, zid)
+	}
 	time.Sleep(50 * time.Millisecond) // Z is at its mint, waiting for zdb
 
 	// 2. Z loses its lock.

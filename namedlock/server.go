@@ -13,7 +13,6 @@ import (
 
 	"github.com/namedlock/mysql/internal/flavor"
 	"github.com/namedlock/mysql/internal/lockconn"
-	"github.com/namedlock/mysql/internal/testhook"
 	"github.com/namedlock/mysql/pool"
 )
 
@@ -149,7 +148,7 @@ func (s *server) take(callerCtx, ctx context.Context, key, name string, try bool
 	if limit := time.Duration(s.holdLimit.Load()); limit > 0 {
 		p.expiry = sent.Add(limit)
 	}
-	testhook.Granted(name, id)
+	p.id = id
 	if err := s.setLease(ctx, conn, key, waitTimeout); err != nil {
 		return nil, err
 	}
@@ -618,9 +617,12 @@ type pinned struct {
 	name   string
 	arg    any       // name as a statement argument, converted once
 	expiry time.Time // see link.expires; zero: none
+	id     int64     // see link.sessionID; 0: not known
 }
 
 func (p *pinned) expires() time.Time { return p.expiry }
+
+func (p *pinned) sessionID() int64 { return p.id }
 
 func (p *pinned) owns(ctx context.Context, deadline time.Time) (bool, error) {
 	var answer [1]sql.NullInt64

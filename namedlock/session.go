@@ -21,6 +21,10 @@ type session struct {
 	// whatever this one does, less a margin (link.expires); zero: never.
 	// The keep-alive reports the lock lost then. Set once, at creation.
 	expires time.Time
+	// id is the server's connection id of the link's session
+	// (link.sessionID), told to the observer ([Event].Session); 0: not
+	// known. Set once, at creation.
+	id int64
 
 	// The statements on link run one at a time: a statement runs while its
 	// caller holds the turn (busy, taken and given back under turnMu and
@@ -85,11 +89,15 @@ type link interface {
 	// (TiDB, past its max-txn-ttl), less a margin; zero when the server
 	// never does that.
 	expires() time.Time
+	// sessionID returns the server's connection id of the session that
+	// holds the lock (CONNECTION_ID(), as IS_USED_LOCK names it), or 0 when
+	// it is not known.
+	sessionID() int64
 }
 
 // newSession returns the session of name held on link.
 func newSession(name string, ln link) *session {
-	s := &session{name: name, link: ln, expires: ln.expires()}
+	s := &session{name: name, link: ln, expires: ln.expires(), id: ln.sessionID()}
 	s.turnFree.L = &s.turnMu
 	return s
 }

@@ -40,9 +40,10 @@ func (r *Run) Stats() namedlock.Stats {
 	}
 }
 
-// Drive makes the Lockers, registers observe as their observer and passes
-// each observed one to watch, then drives them through every outcome (see
-// the package documentation). The Lockers are closed at the end of the test.
+// Drive makes the Lockers, registers observe as their observer (behind
+// recordingHolders) and passes each observed one to watch, then drives
+// them through every outcome (see the package documentation). The Lockers
+// are closed at the end of the test.
 func Drive(t *testing.T, observe func(namedlock.Event), watch func(*namedlock.Locker)) *Run {
 	t.Helper()
 	srv := testdb.RequireReal(t)
@@ -62,8 +63,8 @@ func Drive(t *testing.T, observe func(namedlock.Event), watch func(*namedlock.Lo
 	t.Cleanup(func() { _, _ = d.admin.ExecContext(context.Background(), "DROP TABLE IF EXISTS "+d.table) })
 
 	d.r = &Run{
-		Plain:  locker(t, srv.DSN, namedlock.WithObserver(observe), namedlock.WithKeepAlive(100*time.Millisecond)),
-		Fenced: locker(t, srv.DSN, namedlock.WithObserver(observe), namedlock.WithFencing(d.app, d.table)),
+		Plain:  locker(t, srv.DSN, namedlock.WithObserver(recordingHolders(observe)), namedlock.WithKeepAlive(100*time.Millisecond)),
+		Fenced: locker(t, srv.DSN, namedlock.WithObserver(recordingHolders(observe)), namedlock.WithFencing(d.app, d.table)),
 		Other:  locker(t, srv.DSN),
 		Prefix: d.prefix,
 	}
@@ -104,6 +105,18 @@ func (r *Run) WhileWaiting(t *testing.T, f func()) {
 	}
 	if err := <-done; err != nil {
 		t.Errorf("the waiting Do: %v", err)
+	}
+}
+
+// recordingHolders returns an observer that records the session of each
+// lock acquired, for testdb.HolderOf (on TiDB, IS_USED_LOCK names no
+// holder), and then calls observe.
+func recordingHolders(observe func(namedlock.Event)) func(namedlock.Event) {
+	return func(e namedlock.Event) {
+		if e.Outcome == namedlock.Acquired {
+			testdb.RecordHolder(keyfmt.Portable(e.Key), e.Session)
+		}
+		observe(e)
 	}
 }
 

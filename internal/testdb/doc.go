@@ -32,4 +32,11 @@
 //
 // Tests share the server, so each one names its locks with UniqueName, which
 // is unique per call, per test binary and per process.
+//
+// HolderOf names the session that holds a lock, for a test to KILL. TiDB's
+// IS_USED_LOCK names none (it answers 1 for a held lock): there HolderOf
+// answers what RecordHolder was told, which the tests' Lockers tell it from
+// their observers (the Session of each Acquired event;
+// namedlock.RecordHolders in namedlock's tests). RecordsHolders says
+// whether HolderOf reads that record on the test server.
 package testdb

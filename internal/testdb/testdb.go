@@ -1,8 +1,6 @@
 package testdb
 
 import (
-	"context"
-	"database/sql"
 	"errors"
 	"fmt"
 	"os"
@@ -16,7 +14,6 @@ import (
 
 	"github.com/namedlock/mysql/internal/embedded"
 	"github.com/namedlock/mysql/internal/flavor"
-	"github.com/namedlock/mysql/internal/testhook"
 )
 
 // Where and how Get looks for a server.
@@ -76,27 +73,6 @@ func Get(tb testing.TB) *Server {
 // server, so that each names it once however often it calls Get.
 var logged sync.Map // testing.TB -> bool
 
-// HolderOf returns the connection id that holds the named lock name on the
-// test server, as seen from db (another session), or 0 when it is free.
-// IS_USED_LOCK answers it, except on TiDB, where it answers 1 for a held
-// lock: there the id is the one a Locker of this test binary was granted
-// the lock on (internal/testhook), or 1 when none was.
-func HolderOf(ctx context.Context, db *sql.DB, name string) (int64, error) {
-	var id sql.NullInt64
-	if err := db.QueryRowContext(ctx, "SELECT IS_USED_LOCK(?)", name).Scan(&id); err != nil {
-		return 0, err
-	}
-	if !id.Valid || id.Int64 == 0 {
-		return 0, nil
-	}
-	if found != nil && !found.Flavor.NamesHolder() {
-		if h := testhook.Holder(name); h != 0 {
-			return h, nil
-		}
-	}
-	return id.Int64, nil
-}
-
 // RequireReal is Get, then skips the test (tb.Skip) when the server is the
 // embedded go-mysql-server, saying why no real server was found.
 func RequireReal(tb testing.TB) *Server {
@@ -115,7 +91,6 @@ func RequireReal(tb testing.TB) *Server {
 //
 //	func TestMain(m *testing.M) { testdb.Main(m) }
 func Main(m *testing.M, after ...func() error) {
-	testhook.Enable() // TiDB names no holder: HolderOf reads what the Lockers were granted
 	code := m.Run()
 	if err := Stop(); err != nil {
 		fmt.Fprintf(os.Stderr, "testdb: %v\n", err)
