@@ -59,7 +59,7 @@ func killHolders(s *server, hs []holders.Holder, yes bool, stdout io.Writer) int
 		}
 	}
 	if len(targets) == 0 {
-		fmt.Fprintln(stdout, "\nnothing to kill: no key is held (or the server does not say by whom)")
+		fmt.Fprintln(stdout, "\nnothing to kill: no key is held (or the server does not say by whom: on TiDB the holding application learns its session from its Locker's observer, namedlock.Event.Session)")
 		return exitNotDone
 	}
 	fmt.Fprintln(stdout)

@@ -36,7 +36,8 @@ type Holder struct {
 	Held bool   // somebody holds it
 	// ConnectionID is the holder's connection id, as IS_USED_LOCK answers
 	// it (the process list's ID); 0 when not held, or when the server does
-	// not tell (TiDB).
+	// not tell (TiDB: there the holding application learns it from its
+	// Locker's observer, namedlock.Event.Session).
 	ConnectionID int64
 	// Session describes the holder's session; nil when not held, not told,
 	// or not in the process list (the session ended since, or the PROCESS
