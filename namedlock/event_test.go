@@ -178,6 +178,8 @@ func TestEventSessionNamesTheHolder(t *testing.T) {
 	killSession(t, adm, session)
 	select {
 	case <-second.Done():
+	// contract: a lost lock is reported within keep-alive + check timeout
+	// (docs/guarantees.md): 100 ms + 3 s, here 5 s.
 	case <-time.After(5 * time.Second):
 		t.Fatal("loss not detected within 5 s of the KILL")
 	}

@@ -90,6 +90,8 @@ func faultKillHolder(ctx context.Context, db *sql.DB, name string, within time.D
 		if id, err := faultHolder(ctx, db, name); err == nil && id != 0 {
 			return faultKill(ctx, db, id) == nil
 		}
+		// contract: none; how long one chaos tick looks for a holder (the
+		// run goes on until it found one, or its own limit).
 		if ctx.Err() != nil || !time.Now().Before(end) {
 			return false
 		}
